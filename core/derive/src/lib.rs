@@ -1,0 +1,1 @@
+//! Derive macros for hub and versioned API types; re-exported by `apiserver`.

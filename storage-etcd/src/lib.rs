@@ -1,0 +1,1 @@
+//! etcd v3 storage backend for the apiserver framework (in progress).

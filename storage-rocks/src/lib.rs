@@ -1,0 +1,1 @@
+//! Embedded RocksDB storage backend for the apiserver framework (in progress).

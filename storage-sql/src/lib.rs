@@ -1,0 +1,1 @@
+//! SQLite and Postgres storage backends for the apiserver framework (in progress).
