@@ -1,0 +1,506 @@
+//! [`RocksStorage`]: opening the database and the [`Storage`] implementation.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use apiserver::storage::{
+    GetOptions, ListOptions, ListResult, Preconditions, Stats, Storage, StorageError, StoredObject,
+    TryUpdate, ValidateDeletion, WatchOptions, WatchStream, validate_key,
+};
+use async_trait::async_trait;
+use bytes::Bytes;
+use rocksdb::{
+    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, Options,
+    WriteOptions,
+};
+use tokio::sync::oneshot;
+
+use crate::RocksOptions;
+use crate::compaction::{self, Compactor};
+use crate::encoding::{
+    CF_HISTORY, CF_LATEST, CF_LOG, FORMAT_VERSION, META_COMPACTED, META_FORMAT, META_REVISION,
+    parse_latest_value,
+};
+use crate::scan::{self, meta};
+use crate::watch::{self, LogEntry, Watchers};
+use crate::writer::{self, Op, Outcome, Request};
+
+/// Maps a RocksDB error.
+pub(crate) fn db_err(e: rocksdb::Error) -> StorageError {
+    StorageError::Internal(format!("rocksdb: {e}"))
+}
+
+/// State shared by the store handle, the writer thread, the compactor and blocking reads.
+pub(crate) struct Shared {
+    pub(crate) db: DB,
+    /// The last revision that is durable and visible to watchers.
+    pub(crate) committed: AtomicU64,
+    /// The latest compacted revision.
+    pub(crate) compacted: AtomicU64,
+    watchers: Mutex<Watchers>,
+    /// Set when a write failed: the store then refuses writes.
+    failure: Mutex<Option<StorageError>>,
+    /// Serializes compactions.
+    pub(crate) compaction_lock: Mutex<()>,
+    pub(crate) watch_buffer: usize,
+}
+
+impl Shared {
+    pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily, StorageError> {
+        self.db
+            .cf_handle(name)
+            .ok_or_else(|| StorageError::Internal(format!("rocksdb: column family {name} missing")))
+    }
+
+    pub(crate) fn lock_watchers(&self) -> MutexGuard<'_, Watchers> {
+        // Fan-out never leaves the list half-updated, so a poisoned lock is still usable.
+        self.watchers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current value of `key`, read without a snapshot.
+    pub(crate) fn read_latest(&self, key: &str) -> Result<Option<StoredObject>, StorageError> {
+        let raw = self
+            .db
+            .get_pinned_cf(self.cf(CF_LATEST)?, key.as_bytes())
+            .map_err(db_err)?;
+        let Some(raw) = raw else {
+            return Ok(None);
+        };
+        let (revision, value) = parse_latest_value(key, &raw)?;
+        Ok(Some(StoredObject {
+            key: key.to_string(),
+            value: Bytes::copy_from_slice(value),
+            revision,
+        }))
+    }
+
+    /// Makes a committed batch visible: advances the revision and tells the watchers, atomically for new watches.
+    pub(crate) fn publish(&self, last: u64, entries: &[Arc<LogEntry>]) {
+        let mut watchers = self.lock_watchers();
+        self.committed.store(last, Ordering::Release);
+        watchers.broadcast(entries);
+    }
+
+    pub(crate) fn failure(&self) -> Option<StorageError> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Records a fatal write failure and returns the error every later write gets.
+    pub(crate) fn fail(&self, message: String) -> StorageError {
+        let err = StorageError::Internal(format!(
+            "{message}; the store accepts no more writes until it is reopened"
+        ));
+        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        f.get_or_insert(err).clone()
+    }
+}
+
+/// Owns the background threads; stopping them on drop releases the database (its lock file included), so the
+/// same directory can be opened again once every clone of the store is gone.
+struct Inner {
+    shared: Arc<Shared>,
+    writer_tx: Option<std::sync::mpsc::Sender<Request>>,
+    writer: Option<JoinHandle<()>>,
+    compactor: Option<Compactor>,
+    path: PathBuf,
+    // Declared last: removed after the database is closed.
+    _temp_dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        drop(self.writer_tx.take());
+        if let Some(h) = self.writer.take() {
+            let _ = h.join();
+        }
+        if let Some(c) = self.compactor.take() {
+            c.stop();
+        }
+    }
+}
+
+/// The embedded RocksDB backend: MVCC history and a revision-ordered change log on disk, writes serialized by one
+/// writer thread with group commit, reads from snapshots, watches fed in-process. Cheap to clone (clones share the
+/// database); one process may open a directory at a time.
+#[derive(Clone)]
+pub struct RocksStorage {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RocksStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RocksStorage")
+            .field("path", &self.inner.path)
+            .field(
+                "revision",
+                &self.inner.shared.committed.load(Ordering::Relaxed),
+            )
+            .field(
+                "compacted",
+                &self.inner.shared.compacted.load(Ordering::Relaxed),
+            )
+            .finish()
+    }
+}
+
+fn open_error(path: &Path, e: impl std::fmt::Display) -> StorageError {
+    StorageError::Unreachable {
+        key: String::new(),
+        message: format!("cannot open RocksDB at {}: {e}", path.display()),
+    }
+}
+
+impl RocksStorage {
+    /// Opens (creating if needed) the database in directory `path`. Fails if another process has it open.
+    pub fn open(path: impl AsRef<Path>, options: &RocksOptions) -> Result<Self, StorageError> {
+        Self::open_inner(path.as_ref(), options, None)
+    }
+
+    /// An empty store in a new temporary directory that is removed when the last clone is dropped: for tests of
+    /// the layers above on the real backend.
+    pub fn open_temporary(options: &RocksOptions) -> Result<Self, StorageError> {
+        let dir = tempfile::Builder::new()
+            .prefix("apiserver-rocks-")
+            .tempdir()
+            .map_err(|e| open_error(Path::new("<temporary directory>"), e))?;
+        let path = dir.path().to_path_buf();
+        Self::open_inner(&path, options, Some(dir))
+    }
+
+    fn open_inner(
+        path: &Path,
+        options: &RocksOptions,
+        temp_dir: Option<tempfile::TempDir>,
+    ) -> Result<Self, StorageError> {
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.set_max_background_jobs(2);
+        db_opts.set_compression_type(DBCompressionType::Lz4);
+        let mut latest_table = BlockBasedOptions::default();
+        latest_table.set_bloom_filter(10.0, false);
+        let mut latest_opts = db_opts.clone();
+        latest_opts.set_block_based_table_factory(&latest_table);
+        // Compaction deletes many history and log entries: have RocksDB rewrite files dense with deletions soon.
+        let mut churn_opts = db_opts.clone();
+        churn_opts.add_compact_on_deletion_collector_factory(1024, 512, 0.0);
+        let cfs = vec![
+            ColumnFamilyDescriptor::new(CF_LATEST, latest_opts),
+            ColumnFamilyDescriptor::new(CF_HISTORY, churn_opts.clone()),
+            ColumnFamilyDescriptor::new(CF_LOG, churn_opts),
+        ];
+        let db = DB::open_cf_descriptors(&db_opts, path, cfs).map_err(|e| open_error(path, e))?;
+
+        let format = meta(db.get(META_FORMAT), "format")?;
+        let revision = meta(db.get(META_REVISION), "revision")?;
+        match format {
+            0 if revision == 0 => db
+                .put(META_FORMAT, FORMAT_VERSION.to_be_bytes())
+                .map_err(|e| open_error(path, e))?,
+            FORMAT_VERSION => {}
+            other => {
+                return Err(open_error(
+                    path,
+                    format!("unknown layout version {other} (this build reads {FORMAT_VERSION})"),
+                ));
+            }
+        }
+        let compacted = meta(db.get(META_COMPACTED), "compacted")?;
+        let shared = Arc::new(Shared {
+            db,
+            committed: AtomicU64::new(revision),
+            compacted: AtomicU64::new(compacted),
+            watchers: Mutex::new(Watchers::default()),
+            failure: Mutex::new(None),
+            compaction_lock: Mutex::new(()),
+            watch_buffer: options.watch_buffer.max(1),
+        });
+        let mut write_opts = WriteOptions::default();
+        write_opts.set_sync(!options.unsafe_no_sync);
+        let (writer_tx, writer) =
+            writer::spawn(shared.clone(), write_opts).map_err(|e| open_error(path, e))?;
+        let mut inner = Inner {
+            shared: shared.clone(),
+            writer_tx: Some(writer_tx),
+            writer: Some(writer),
+            compactor: None,
+            path: path.to_path_buf(),
+            _temp_dir: temp_dir,
+        };
+        if !options.compaction_interval.is_zero() {
+            inner.compactor = Some(
+                Compactor::spawn(shared, options.compaction_interval)
+                    .map_err(|e| open_error(path, e))?,
+            );
+        }
+        Ok(RocksStorage {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The store behind an `Arc<dyn Storage>`.
+    pub fn into_dyn(self) -> Arc<dyn Storage> {
+        Arc::new(self)
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
+    /// Queues a conditional write for the writer thread and waits for its result.
+    async fn submit(&self, key: &str, op: Op) -> Result<Outcome, StorageError> {
+        let (reply, result) = oneshot::channel();
+        let stopped = || StorageError::Internal("rocksdb writer stopped".into());
+        self.inner
+            .writer_tx
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(Request {
+                key: key.to_string(),
+                op,
+                reply,
+            })
+            .map_err(|_| stopped())?;
+        result.await.map_err(|_| stopped())?
+    }
+
+    /// Runs a blocking read on tokio's blocking pool.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Shared) -> Result<T, StorageError> + Send + 'static,
+    ) -> Result<T, StorageError> {
+        let shared = self.shared().clone();
+        tokio::task::spawn_blocking(move || f(&shared))
+            .await
+            .map_err(|e| StorageError::Internal(format!("rocksdb read task failed: {e}")))?
+    }
+
+    async fn read_latest(&self, key: &str) -> Result<Option<StoredObject>, StorageError> {
+        let key = key.to_string();
+        self.blocking(move |s| s.read_latest(&key)).await
+    }
+
+    fn not_found(&self, key: &str) -> StorageError {
+        StorageError::KeyNotFound {
+            key: key.to_string(),
+            revision: self.shared().committed.load(Ordering::Acquire),
+        }
+    }
+}
+
+/// Re-reads after a failure computed on a cached (possibly stale) object: if the store moved on, the caller
+/// retries with the fresh object; otherwise the failure stands.
+fn stale_or_fail(
+    fresh: Option<StoredObject>,
+    used: &StoredObject,
+    err: StorageError,
+) -> Result<Option<StoredObject>, StorageError> {
+    match &fresh {
+        Some(f) if f.revision == used.revision => Err(err),
+        _ => Ok(fresh),
+    }
+}
+
+#[async_trait]
+impl Storage for RocksStorage {
+    async fn create(&self, key: &str, value: Bytes) -> Result<StoredObject, StorageError> {
+        validate_key(key)?;
+        match self.submit(key, Op::Create(value)).await? {
+            Outcome::Written(obj) => Ok(obj),
+            Outcome::Unchanged(_) | Outcome::Conflict(_) => Err(StorageError::KeyExists {
+                key: key.to_string(),
+                revision: 0,
+            }),
+        }
+    }
+
+    async fn get(&self, key: &str, opts: &GetOptions) -> Result<StoredObject, StorageError> {
+        validate_key(key)?;
+        let current = self.shared().committed.load(Ordering::Acquire);
+        if let Some(min) = opts.resource_version
+            && min > current
+        {
+            return Err(StorageError::TooLargeResourceVersion {
+                requested: min,
+                current,
+            });
+        }
+        self.read_latest(key)
+            .await?
+            .ok_or_else(|| self.not_found(key))
+    }
+
+    async fn list(&self, key: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
+        let key = key.to_string();
+        let opts = opts.clone();
+        self.blocking(move |s| scan::list(s, &key, &opts)).await
+    }
+
+    async fn guaranteed_update(
+        &self,
+        key: &str,
+        ignore_not_found: bool,
+        preconditions: Option<&Preconditions>,
+        try_update: &mut dyn TryUpdate,
+        cached_existing: Option<StoredObject>,
+    ) -> Result<StoredObject, StorageError> {
+        validate_key(key)?;
+        let mut from_cache = cached_existing.is_some();
+        let mut current = match cached_existing {
+            Some(c) => Some(c),
+            None => self.read_latest(key).await?,
+        };
+        loop {
+            let Some(cur) = current.clone() else {
+                if !ignore_not_found {
+                    return Err(self.not_found(key));
+                }
+                // Create on update.
+                let new = try_update.try_update(None).await?;
+                match self
+                    .submit(
+                        key,
+                        Op::Put {
+                            value: new,
+                            expected: None,
+                        },
+                    )
+                    .await?
+                {
+                    Outcome::Written(obj) | Outcome::Unchanged(obj) => return Ok(obj),
+                    Outcome::Conflict(live) => {
+                        current = live;
+                        from_cache = false;
+                        continue;
+                    }
+                }
+            };
+            if let Some(p) = preconditions
+                && let Err(e) = p.check(&cur)
+            {
+                if !from_cache {
+                    return Err(e);
+                }
+                current = stale_or_fail(self.read_latest(key).await?, &cur, e)?;
+                from_cache = false;
+                continue;
+            }
+            let new = match try_update.try_update(Some(cur.clone())).await {
+                Ok(new) => new,
+                Err(e) if from_cache => {
+                    current = stale_or_fail(self.read_latest(key).await?, &cur, e)?;
+                    from_cache = false;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let op = Op::Put {
+                value: new,
+                expected: Some(cur.revision),
+            };
+            match self.submit(key, op).await? {
+                Outcome::Written(obj) | Outcome::Unchanged(obj) => return Ok(obj),
+                Outcome::Conflict(live) => {
+                    current = live;
+                    from_cache = false;
+                }
+            }
+        }
+    }
+
+    async fn delete(
+        &self,
+        key: &str,
+        preconditions: Option<&Preconditions>,
+        validate_deletion: &mut dyn ValidateDeletion,
+        cached_existing: Option<StoredObject>,
+    ) -> Result<StoredObject, StorageError> {
+        validate_key(key)?;
+        let mut from_cache = cached_existing.is_some();
+        let mut current = match cached_existing {
+            Some(c) => Some(c),
+            None => self.read_latest(key).await?,
+        };
+        loop {
+            let Some(cur) = current.clone() else {
+                return Err(self.not_found(key));
+            };
+            if let Some(p) = preconditions
+                && let Err(e) = p.check(&cur)
+            {
+                if !from_cache {
+                    return Err(e);
+                }
+                current = stale_or_fail(self.read_latest(key).await?, &cur, e)?;
+                from_cache = false;
+                continue;
+            }
+            if let Err(e) = validate_deletion.validate(cur.clone()).await {
+                if !from_cache {
+                    return Err(e);
+                }
+                current = stale_or_fail(self.read_latest(key).await?, &cur, e)?;
+                from_cache = false;
+                continue;
+            }
+            let op = Op::Delete {
+                expected: cur.revision,
+            };
+            match self.submit(key, op).await? {
+                Outcome::Written(obj) => return Ok(obj),
+                Outcome::Unchanged(live) => current = Some(live),
+                Outcome::Conflict(live) => current = live,
+            }
+            from_cache = false;
+        }
+    }
+
+    async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream, StorageError> {
+        let key = key.to_string();
+        let opts = opts.clone();
+        self.blocking(move |s| watch::start(s, &key, &opts)).await
+    }
+
+    async fn current_revision(&self) -> Result<u64, StorageError> {
+        Ok(self.shared().committed.load(Ordering::Acquire))
+    }
+
+    async fn compact(&self, revision: u64) -> Result<(), StorageError> {
+        self.blocking(move |s| compaction::compact(s, revision))
+            .await
+    }
+
+    async fn compact_revision(&self) -> Result<u64, StorageError> {
+        Ok(self.shared().compacted.load(Ordering::Acquire))
+    }
+
+    async fn stats(&self, prefix: &str) -> Result<Stats, StorageError> {
+        let prefix = prefix.to_string();
+        self.blocking(move |s| scan::stats(s, &prefix)).await
+    }
+
+    async fn readiness(&self) -> Result<(), StorageError> {
+        match self.shared().failure() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    async fn request_watch_progress(&self) -> Result<(), StorageError> {
+        let shared = self.shared();
+        let mut watchers = shared.lock_watchers();
+        let rev = shared.committed.load(Ordering::Acquire);
+        watchers.progress(rev);
+        Ok(())
+    }
+}
