@@ -183,7 +183,7 @@ mod tests {
     fn history_keys_round_trip_and_sort_by_key_then_revision() {
         let k = history_key("/a/b", 258);
         assert_eq!(split_history_key(&k).unwrap(), ("/a/b", 258));
-        let mut keys = vec![
+        let mut keys = [
             history_key("/a/b", 2),
             history_key("/a", 300),
             history_key("/a/b", 1),

@@ -163,43 +163,60 @@ fn scan_history(
         bounded(history_end(range)),
         IteratorMode::From(start.as_bytes(), Direction::Forward),
     );
-    // The key being read and its newest version at or before `at`.
-    let mut current: Option<(String, Option<(u64, Box<[u8]>)>)> = None;
-    let emit = |current: Option<(String, Option<(u64, Box<[u8]>)>)>,
-                visit: &mut dyn FnMut(StoredObject) -> Result<bool, StorageError>|
-     -> Result<bool, StorageError> {
-        let Some((key, Some((revision, raw)))) = current else {
-            return Ok(true);
-        };
-        match parse_history_value(&key, &raw)? {
-            Some(value) => visit(StoredObject {
-                value: Bytes::copy_from_slice(value),
-                key,
-                revision,
-            }),
-            None => Ok(true),
-        }
-    };
+    let mut current: Option<Candidate> = None;
     for item in iter {
         let (k, v) = item.map_err(db_err)?;
         let (key, revision) = split_history_key(&k)?;
         if key < start || !range.contains(key) {
             continue;
         }
-        if current.as_ref().is_none_or(|(ck, _)| ck != key) {
-            if !emit(current.take(), &mut visit)? {
+        if current.as_ref().is_none_or(|c| c.key != key) {
+            if let Some(done) = current.take()
+                && !done.emit(&mut visit)?
+            {
                 return Ok(());
             }
-            current = Some((key.to_string(), None));
+            current = Some(Candidate {
+                key: key.to_string(),
+                newest: None,
+            });
         }
         if revision <= at
-            && let Some((_, best)) = current.as_mut()
+            && let Some(c) = current.as_mut()
         {
-            *best = Some((revision, v));
+            c.newest = Some((revision, v));
         }
     }
-    emit(current, &mut visit)?;
+    if let Some(done) = current {
+        done.emit(&mut visit)?;
+    }
     Ok(())
+}
+
+/// A key met in a history scan and its newest version at or before the scan's revision.
+struct Candidate {
+    key: String,
+    newest: Option<(u64, Box<[u8]>)>,
+}
+
+impl Candidate {
+    /// Visits the version if it is a value (not a deletion); returns whether to go on.
+    fn emit(
+        self,
+        visit: &mut impl FnMut(StoredObject) -> Result<bool, StorageError>,
+    ) -> Result<bool, StorageError> {
+        let Some((revision, raw)) = self.newest else {
+            return Ok(true);
+        };
+        match parse_history_value(&self.key, &raw)? {
+            Some(value) => visit(StoredObject {
+                value: Bytes::copy_from_slice(value),
+                key: self.key,
+                revision,
+            }),
+            None => Ok(true),
+        }
+    }
 }
 
 /// A list (blocking): upstream's rules from [`plan_list`], read from one snapshot.
