@@ -131,6 +131,10 @@ fn acknowledged_writes_survive_sigkill() {
     reader.join().expect("reader thread");
     // Lines printed before the kill were acknowledged too.
     acks.extend(rx.try_iter());
+    eprintln!(
+        "crash test: killed the child after {} acknowledged writes",
+        acks.len()
+    );
     assert!(
         acks.len() >= 20,
         "the child acknowledged only {} writes (status {status:?})",
