@@ -1,1 +1,14 @@
-//! runtime
+//! Objects and their types: group/version/kind names, the hub/versioned traits the derives implement,
+//! field-by-field conversion, and the list wrapper.
+
+mod convert;
+mod gvk;
+mod list;
+mod resource;
+mod versioned;
+
+pub use convert::{Convert, convert_field};
+pub use gvk::{GroupKind, GroupResource, GroupVersion, GroupVersionKind, GroupVersionResource};
+pub use list::List;
+pub use resource::{PrinterColumn, Resource, Scope};
+pub use versioned::Versioned;
