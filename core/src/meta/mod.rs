@@ -1,1 +1,9 @@
-//! meta
+//! Wire types of `meta.k8s.io/v1`: what every object, list and API response is made of.
+
+mod object_meta;
+mod time;
+
+pub use object_meta::{
+    FieldsV1, ListMeta, ManagedFieldsEntry, ObjectMeta, OwnerReference, TypeMeta,
+};
+pub use time::{MicroTime, Time};

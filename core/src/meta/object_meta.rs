@@ -1,0 +1,334 @@
+//! `TypeMeta`, `ObjectMeta`, `ListMeta` and what ObjectMeta holds (owner references, managed fields).
+//!
+//! JSON field names and omit-empty rules are upstream's json tags; protobuf tags are upstream's
+//! `k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::Time;
+
+/// Reads `null` as the empty value, as Go's decoder does for slices, maps and strings.
+pub(crate) fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+pub(crate) fn is_zero_i64(v: &i64) -> bool {
+    *v == 0
+}
+
+/// `apiVersion` and `kind`: which schema a serialized object follows.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize, prost::Message)]
+pub struct TypeMeta {
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "1")]
+    pub kind: String,
+    #[serde(
+        default,
+        rename = "apiVersion",
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "2")]
+    pub api_version: String,
+}
+
+/// The metadata every persisted object has: identity, versioning, labels, ownership, lifecycle.
+#[derive(Clone, PartialEq, Serialize, Deserialize, prost::Message)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "2")]
+    pub generate_name: String,
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "3")]
+    pub namespace: String,
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "4")]
+    pub self_link: String,
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "5")]
+    pub uid: String,
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "6")]
+    pub resource_version: String,
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero_i64",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(int64, tag = "7")]
+    pub generation: i64,
+    /// Set on every stored object; written as `null` when unset, as upstream does (`omitempty` does not omit structs).
+    #[serde(default)]
+    #[prost(message, optional, tag = "8")]
+    pub creation_timestamp: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[prost(message, optional, tag = "9")]
+    pub deletion_timestamp: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[prost(int64, optional, tag = "10")]
+    pub deletion_grace_period_seconds: Option<i64>,
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(btree_map = "string, string", tag = "11")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(btree_map = "string, string", tag = "12")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(message, repeated, tag = "13")]
+    pub owner_references: Vec<OwnerReference>,
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, repeated, tag = "14")]
+    pub finalizers: Vec<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(message, repeated, tag = "17")]
+    pub managed_fields: Vec<ManagedFieldsEntry>,
+}
+
+/// The metadata of a list: the revision it was read at and how to continue it.
+#[derive(Clone, PartialEq, Serialize, Deserialize, prost::Message)]
+#[serde(rename_all = "camelCase")]
+pub struct ListMeta {
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "1")]
+    pub self_link: String,
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "2")]
+    pub resource_version: String,
+    #[serde(
+        default,
+        rename = "continue",
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "3")]
+    pub continue_: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[prost(int64, optional, tag = "4")]
+    pub remaining_item_count: Option<i64>,
+}
+
+/// A reference from a dependent to the object that owns it (garbage collection).
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize, prost::Message)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference {
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[prost(string, tag = "5")]
+    pub api_version: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[prost(string, tag = "1")]
+    pub kind: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[prost(string, tag = "3")]
+    pub name: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[prost(string, tag = "4")]
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[prost(bool, optional, tag = "6")]
+    pub controller: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[prost(bool, optional, tag = "7")]
+    pub block_owner_deletion: Option<bool>,
+}
+
+/// Which manager owns which fields (server-side apply bookkeeping).
+#[derive(Clone, PartialEq, Serialize, Deserialize, prost::Message)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedFieldsEntry {
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "1")]
+    pub manager: String,
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "2")]
+    pub operation: String,
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "3")]
+    pub api_version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[prost(message, optional, tag = "4")]
+    pub time: Option<Time>,
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "6")]
+    pub fields_type: String,
+    #[serde(default, rename = "fieldsV1", skip_serializing_if = "Option::is_none")]
+    #[prost(message, optional, tag = "7")]
+    pub fields_v1: Option<FieldsV1>,
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    #[prost(string, tag = "8")]
+    pub subresource: String,
+}
+
+/// A set of fields in the `FieldsV1` format: a JSON object kept verbatim (protobuf: its bytes in `Raw`).
+#[derive(Clone, PartialEq, Eq, Hash, prost::Message)]
+pub struct FieldsV1 {
+    /// The JSON text of the field set.
+    #[prost(bytes = "vec", tag = "1")]
+    pub raw: Vec<u8>,
+}
+
+impl Serialize for FieldsV1 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let text = std::str::from_utf8(&self.raw).map_err(serde::ser::Error::custom)?;
+        let raw: &serde_json::value::RawValue =
+            serde_json::from_str(if text.is_empty() { "{}" } else { text })
+                .map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for FieldsV1 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Through a Value so that this also works inside YAML and other self-describing formats.
+        let value = serde_json::Value::deserialize(d)?;
+        Ok(FieldsV1 {
+            raw: serde_json::to_vec(&value).map_err(serde::de::Error::custom)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    #[test]
+    fn empty_object_meta_is_empty_json() {
+        assert_eq!(
+            serde_json::to_string(&ObjectMeta::default()).unwrap(),
+            r#"{"creationTimestamp":null}"#
+        );
+        let meta: ObjectMeta =
+            serde_json::from_str(r#"{"labels":null,"finalizers":null,"name":null}"#).unwrap();
+        assert_eq!(meta, ObjectMeta::default());
+    }
+
+    #[test]
+    fn json_names_are_upstreams() {
+        let meta = ObjectMeta {
+            name: "margherita".into(),
+            generate_name: "m-".into(),
+            resource_version: "7".into(),
+            deletion_grace_period_seconds: Some(30),
+            labels: [("a".to_string(), "b".to_string())].into(),
+            managed_fields: vec![ManagedFieldsEntry {
+                manager: "kubectl".into(),
+                fields_type: "FieldsV1".into(),
+                fields_v1: Some(FieldsV1 {
+                    raw: br#"{"f:spec":{}}"#.to_vec(),
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&meta).unwrap();
+        assert_eq!(
+            json,
+            r#"{"name":"margherita","generateName":"m-","resourceVersion":"7","creationTimestamp":null,"deletionGracePeriodSeconds":30,"labels":{"a":"b"},"managedFields":[{"manager":"kubectl","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]}"#
+        );
+        let back: ObjectMeta = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, meta);
+        assert_eq!(
+            ObjectMeta::decode(meta.encode_to_vec().as_slice()).unwrap(),
+            meta
+        );
+    }
+
+    #[test]
+    fn list_meta_continue() {
+        let meta = ListMeta {
+            continue_: "abc".into(),
+            remaining_item_count: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_string(&meta).unwrap(),
+            r#"{"continue":"abc","remainingItemCount":0}"#
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! `metav1.Time` and `metav1.MicroTime`: RFC 3339 in JSON, `{seconds, nanos}` in protobuf.
+
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use prost::bytes::{Buf, BufMut};
+use prost::encoding::{DecodeContext, WireType, int32, int64, skip_field};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+macro_rules! timestamp {
+    ($(#[$doc:meta])* $name:ident, $precision:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(pub DateTime<Utc>);
+
+        impl $name {
+            /// The current time at this type's precision.
+            pub fn now() -> Self {
+                Self::truncate(Utc::now())
+            }
+
+            /// Drops what the wire format cannot carry, so that values compare equal after a round trip.
+            pub fn truncate(t: DateTime<Utc>) -> Self {
+                let nanos = t.timestamp_subsec_nanos();
+                let kept = match $precision {
+                    SecondsFormat::Secs => 0,
+                    SecondsFormat::Micros => nanos / 1_000 * 1_000,
+                    _ => nanos,
+                };
+                Self(Utc.timestamp_opt(t.timestamp(), kept).single().unwrap_or(t))
+            }
+
+            /// The RFC 3339 text Kubernetes writes.
+            pub fn to_rfc3339(&self) -> String {
+                self.0.to_rfc3339_opts($precision, true)
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self(DateTime::<Utc>::UNIX_EPOCH)
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}({})", stringify!($name), self.to_rfc3339())
+            }
+        }
+
+        impl From<DateTime<Utc>> for $name {
+            fn from(t: DateTime<Utc>) -> Self {
+                Self::truncate(t)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.to_rfc3339())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(d)?;
+                DateTime::parse_from_rfc3339(&text)
+                    .map(|t| Self(t.with_timezone(&Utc)))
+                    .map_err(|e| serde::de::Error::custom(format!("parsing time {text:?}: {e}")))
+            }
+        }
+
+        impl prost::Message for $name {
+            fn encode_raw(&self, buf: &mut impl BufMut) {
+                let seconds = self.0.timestamp();
+                let nanos = self.0.timestamp_subsec_nanos() as i32;
+                if seconds != 0 {
+                    int64::encode(1, &seconds, buf);
+                }
+                if nanos != 0 {
+                    int32::encode(2, &nanos, buf);
+                }
+            }
+
+            fn merge_field(
+                &mut self,
+                tag: u32,
+                wire_type: WireType,
+                buf: &mut impl Buf,
+                ctx: DecodeContext,
+            ) -> Result<(), prost::DecodeError> {
+                let mut seconds = self.0.timestamp();
+                let mut nanos = self.0.timestamp_subsec_nanos() as i32;
+                match tag {
+                    1 => int64::merge(wire_type, &mut seconds, buf, ctx)?,
+                    2 => int32::merge(wire_type, &mut nanos, buf, ctx)?,
+                    _ => return skip_field(wire_type, tag, buf, ctx),
+                }
+                let nanos = u32::try_from(nanos).ok().filter(|n| *n < 1_000_000_000);
+                let t = nanos.and_then(|n| Utc.timestamp_opt(seconds, n).single());
+                // prost offers no other way to build a decode error for a value out of range.
+                #[allow(deprecated)]
+                let out_of_range = || prost::DecodeError::new("timestamp out of range");
+                self.0 = t.ok_or_else(out_of_range)?;
+                Ok(())
+            }
+
+            fn encoded_len(&self) -> usize {
+                let seconds = self.0.timestamp();
+                let nanos = self.0.timestamp_subsec_nanos() as i32;
+                (if seconds != 0 { int64::encoded_len(1, &seconds) } else { 0 })
+                    + (if nanos != 0 { int32::encoded_len(2, &nanos) } else { 0 })
+            }
+
+            fn clear(&mut self) {
+                *self = Self::default();
+            }
+        }
+    };
+}
+
+timestamp!(
+    /// A timestamp with second precision (`2006-01-02T15:04:05Z`), as `metav1.Time`.
+    Time,
+    SecondsFormat::Secs
+);
+
+timestamp!(
+    /// A timestamp with microsecond precision (`2006-01-02T15:04:05.000000Z`), as `metav1.MicroTime`.
+    MicroTime,
+    SecondsFormat::Micros
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    #[test]
+    fn formats() {
+        let t = Utc.with_ymd_and_hms(2026, 11, 22, 10, 5, 9).unwrap()
+            + chrono::Duration::nanoseconds(123_456_789);
+        assert_eq!(
+            serde_json::to_string(&Time::from(t)).unwrap(),
+            "\"2026-11-22T10:05:09Z\""
+        );
+        assert_eq!(
+            serde_json::to_string(&MicroTime::from(t)).unwrap(),
+            "\"2026-11-22T10:05:09.123456Z\""
+        );
+        let back: Time = serde_json::from_str("\"2026-11-22T10:05:09Z\"").unwrap();
+        assert_eq!(back, Time::from(t));
+        assert!(serde_json::from_str::<Time>("\"yesterday\"").is_err());
+    }
+
+    #[test]
+    fn protobuf_round_trip() {
+        let t = MicroTime::from(Utc.timestamp_opt(1_700_000_000, 5_000).unwrap());
+        let bytes = t.encode_to_vec();
+        assert_eq!(MicroTime::decode(bytes.as_slice()).unwrap(), t);
+        assert!(Time::decode(&[0x10, 0xff, 0xff, 0xff, 0xff, 0x0f][..]).is_err());
+    }
+}
