@@ -19,7 +19,7 @@ mod error;
 pub mod fields;
 pub mod keys;
 pub mod labels;
-// pub mod memory;
+pub mod memory;
 mod predicate;
 // #[cfg(feature = "testing")]
 // pub mod testing;
@@ -32,7 +32,7 @@ pub use error::{
 pub use fields::{FieldOperator, FieldRequirement, FieldSelector};
 pub use keys::{KeyRange, ResourceKeys, validate_key};
 pub use labels::{LabelSelector, Operator, Requirement, SelectorError};
-// pub use memory::MemoryStorage;
+pub use memory::MemoryStorage;
 pub use predicate::{Attrs, AttrsFn, Predicate};
 
 /// The annotation upstream puts on the bookmark that ends the initial events of a watch-list.
