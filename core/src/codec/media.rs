@@ -97,7 +97,7 @@ pub struct AcceptClause {
     pub type_: String,
     /// Media subtype, lower case; `*` for a wildcard.
     pub subtype: String,
-    /// Quality, 0.0 to 1.0 (1.0 when absent or unparsable as upstream's `strconv.ParseFloat` fallback of 0).
+    /// Quality, 0.0 to 1.0: 1.0 when absent, 0 when unparsable (as upstream).
     pub q: f32,
     /// Parameters other than `q`, in header order (keys as written).
     pub params: Vec<(String, String)>,
