@@ -104,10 +104,18 @@ fn deeply_nested_json_and_yaml_are_errors() {
 
 #[test]
 fn huge_frame_lengths_do_not_allocate_or_panic() {
-    for header in [[0xff; 4], [0x7f, 0xff, 0xff, 0xff], [0x01, 0x00, 0x00, 0x01]] {
+    for header in [
+        [0xff; 4],
+        [0x7f, 0xff, 0xff, 0xff],
+        [0x01, 0x00, 0x00, 0x01],
+    ] {
         let mut data = header.to_vec();
         data.extend_from_slice(b"short");
-        assert!(ProtobufFrameReader::new(data.as_slice()).next_frame().is_err());
+        assert!(
+            ProtobufFrameReader::new(data.as_slice())
+                .next_frame()
+                .is_err()
+        );
     }
     // Varint lengths inside the envelope that exceed the input.
     let mut data = b"k8s\0".to_vec();
@@ -151,11 +159,15 @@ fn truncations_of_valid_encodings_never_panic() {
         }
     }
     assert_eq!(
-        decode_json::<Obj>(&json, FieldValidation::Strict).unwrap().object,
+        decode_json::<Obj>(&json, FieldValidation::Strict)
+            .unwrap()
+            .object,
         obj
     );
     assert_eq!(
-        decode_yaml::<Obj>(&yaml, FieldValidation::Strict).unwrap().object,
+        decode_yaml::<Obj>(&yaml, FieldValidation::Strict)
+            .unwrap()
+            .object,
         obj
     );
 }
@@ -171,7 +183,13 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
             prop::collection::vec(
-                (prop_oneof!["items|labels|free|flag|name|n|kind".prop_map(String::from), "[a-z]{1,2}"], inner),
+                (
+                    prop_oneof![
+                        "items|labels|free|flag|name|n|kind".prop_map(String::from),
+                        "[a-z]{1,2}"
+                    ],
+                    inner
+                ),
                 0..5
             )
             .prop_map(|kv| {

@@ -153,10 +153,16 @@ fn unknown_nested_and_array_paths_on_the_fast_path() {
 #[test]
 fn json_is_case_sensitive() {
     let body = r#"{"kind":"Pizza","apiVersion":"v1","Spec":{"paused":true}}"#;
-    assert_eq!(strict(body), r#"strict decoding error: unknown field "Spec""#);
+    assert_eq!(
+        strict(body),
+        r#"strict decoding error: unknown field "Spec""#
+    );
     assert!(!ignore(body).spec.paused);
     let body = r#"{"kind":"Pizza","apiVersion":"v1","spec":{"Paused":true}}"#;
-    assert_eq!(strict(body), r#"strict decoding error: unknown field "spec.Paused""#);
+    assert_eq!(
+        strict(body),
+        r#"strict decoding error: unknown field "spec.Paused""#
+    );
 }
 
 #[test]
@@ -165,16 +171,25 @@ fn kind_and_api_version_are_not_unknown() {
     let d = decode_json::<Pizza>(body.as_bytes(), FieldValidation::Strict).unwrap();
     assert!(d.warnings.is_empty());
     assert_eq!(d.type_meta, ApiVersionKind::new(AV, "Pizza"));
-    assert_eq!(d.type_meta.group_version().unwrap(), ("restaurant.example.com", "v1"));
+    assert_eq!(
+        d.type_meta.group_version().unwrap(),
+        ("restaurant.example.com", "v1")
+    );
     // Nested kind/apiVersion are ordinary fields.
     let body = r#"{"kind":"Pizza","spec":{"kind":"x"}}"#;
-    assert_eq!(strict(body), r#"strict decoding error: unknown field "spec.kind""#);
+    assert_eq!(
+        strict(body),
+        r#"strict decoding error: unknown field "spec.kind""#
+    );
 }
 
 #[test]
 fn duplicate_kind_is_a_duplicate_field() {
     let body = r#"{"kind":"Pizza","kind":"Topping","apiVersion":"v1"}"#;
-    assert_eq!(strict(body), r#"strict decoding error: duplicate field "kind""#);
+    assert_eq!(
+        strict(body),
+        r#"strict decoding error: duplicate field "kind""#
+    );
     let d = decode_json::<Pizza>(body.as_bytes(), FieldValidation::Ignore).unwrap();
     assert_eq!(d.type_meta.kind, "Topping");
 }
@@ -192,7 +207,10 @@ fn duplicate_map_keys() {
 #[test]
 fn duplicate_objects_merge_as_go_does() {
     let body = r#"{"spec":{"paused":true},"spec":{"toppings":[{"name":"x"}]}}"#;
-    assert_eq!(strict(body), r#"strict decoding error: duplicate field "spec""#);
+    assert_eq!(
+        strict(body),
+        r#"strict decoding error: duplicate field "spec""#
+    );
     let p = ignore(body);
     assert!(p.spec.paused);
     assert_eq!(p.spec.toppings[0].name, "x");
@@ -202,7 +220,10 @@ fn duplicate_objects_merge_as_go_does() {
 fn duplicates_inside_free_form_values_are_not_reported() {
     // Go decodes interface{} values without duplicate checks.
     let body = r#"{"spec":{"extra":{"a":1,"a":2},"paused":true,"paused":true}}"#;
-    assert_eq!(strict(body), r#"strict decoding error: duplicate field "spec.paused""#);
+    assert_eq!(
+        strict(body),
+        r#"strict decoding error: duplicate field "spec.paused""#
+    );
     let body = r#"{"spec":{"extra":{"a":1,"a":2}}}"#;
     assert!(warnings(body).is_empty());
 }
@@ -210,7 +231,10 @@ fn duplicates_inside_free_form_values_are_not_reported() {
 #[test]
 fn unknown_under_duplicated_unknown_is_reported_once() {
     let body = r#"{"spec":{"foo":{"a":1},"foo":{"a":2}}}"#;
-    assert_eq!(strict(body), r#"strict decoding error: unknown field "spec.foo""#);
+    assert_eq!(
+        strict(body),
+        r#"strict decoding error: unknown field "spec.foo""#
+    );
 }
 
 #[test]
@@ -234,7 +258,10 @@ fn syntax_errors_read_like_upstream() {
         "{err}"
     );
     let err = decode_json::<Pizza>(b"", FieldValidation::Warn).unwrap_err();
-    assert!(err.to_string().starts_with("couldn't get version/kind; json parse error: "));
+    assert!(
+        err.to_string()
+            .starts_with("couldn't get version/kind; json parse error: ")
+    );
     let err = decode_json::<Pizza>(b"{} x", FieldValidation::Warn).unwrap_err();
     assert!(err.to_string().contains("trailing characters"), "{err}");
     // A duplicate on the slow path with a syntax error afterwards.
@@ -253,7 +280,8 @@ fn type_errors_keep_serde_text() {
 
 #[test]
 fn group_version_and_missing_kind_texts() {
-    let err = decode_json::<Pizza>(br#"{"apiVersion":"a/b/c"}"#, FieldValidation::Warn).unwrap_err();
+    let err =
+        decode_json::<Pizza>(br#"{"apiVersion":"a/b/c"}"#, FieldValidation::Warn).unwrap_err();
     assert_eq!(err.to_string(), "unexpected GroupVersion string: a/b/c");
     let body = br#"{"apiVersion":"v1"}"#;
     let d = decode_json::<Pizza>(body, FieldValidation::Warn).unwrap();
@@ -277,7 +305,10 @@ fn peek_reads_type_meta_only() {
     .unwrap();
     assert_eq!(tm, ApiVersionKind::new("g/v", "Pizza"));
     let err = peek_json_type_meta(b"[1").unwrap_err();
-    assert!(err.to_string().starts_with("couldn't get version/kind; json parse error: "));
+    assert!(
+        err.to_string()
+            .starts_with("couldn't get version/kind; json parse error: ")
+    );
 }
 
 fn sample() -> Pizza {
@@ -303,7 +334,9 @@ fn encode_puts_kind_and_api_version_first_and_round_trips() {
     let bytes = encode_json(AV, "Pizza", &p).unwrap();
     let text = String::from_utf8(bytes.clone()).unwrap();
     assert!(
-        text.starts_with(r#"{"kind":"Pizza","apiVersion":"restaurant.example.com/v1","metadata":{"#),
+        text.starts_with(
+            r#"{"kind":"Pizza","apiVersion":"restaurant.example.com/v1","metadata":{"#
+        ),
         "{text}"
     );
     let back = decode_json::<Pizza>(&bytes, FieldValidation::Strict).unwrap();
@@ -311,7 +344,10 @@ fn encode_puts_kind_and_api_version_first_and_round_trips() {
     assert_eq!(back.type_meta, ApiVersionKind::new(AV, "Pizza"));
 
     let pretty = String::from_utf8(encode_json_pretty(AV, "Pizza", &p).unwrap()).unwrap();
-    assert!(pretty.starts_with("{\n  \"kind\": \"Pizza\",\n  \"apiVersion\": "), "{pretty}");
+    assert!(
+        pretty.starts_with("{\n  \"kind\": \"Pizza\",\n  \"apiVersion\": "),
+        "{pretty}"
+    );
     assert_eq!(
         decode_json::<Pizza>(pretty.as_bytes(), FieldValidation::Strict)
             .unwrap()

@@ -29,7 +29,9 @@ fn empty_or_absent_accept_means_json() {
 fn plain_types_and_wildcards() {
     assert_eq!(out("application/yaml").unwrap().media_type, MediaType::Yaml);
     assert_eq!(
-        out("application/vnd.kubernetes.protobuf").unwrap().media_type,
+        out("application/vnd.kubernetes.protobuf")
+            .unwrap()
+            .media_type,
         MediaType::Protobuf
     );
     assert_eq!(out("*/*").unwrap().media_type, MediaType::Json);
@@ -37,7 +39,9 @@ fn plain_types_and_wildcards() {
     assert_eq!(out("application/*").unwrap().media_type, MediaType::Json);
     // kubectl's default: protobuf first, JSON as fallback.
     assert_eq!(
-        out("application/vnd.kubernetes.protobuf, */*").unwrap().media_type,
+        out("application/vnd.kubernetes.protobuf, */*")
+            .unwrap()
+            .media_type,
         MediaType::Protobuf
     );
     assert_eq!(
@@ -53,7 +57,9 @@ fn plain_types_and_wildcards() {
 #[test]
 fn quality_values_order_clauses() {
     assert_eq!(
-        out("application/json;q=0.5, application/yaml").unwrap().media_type,
+        out("application/json;q=0.5, application/yaml")
+            .unwrap()
+            .media_type,
         MediaType::Yaml
     );
     assert_eq!(
@@ -63,13 +69,21 @@ fn quality_values_order_clauses() {
         MediaType::Protobuf
     );
     // Concrete before wildcard at equal q.
-    assert_eq!(out("*/*, application/yaml").unwrap().media_type, MediaType::Yaml);
-    // q=0 means "not acceptable".
     assert_eq!(
-        out("application/json;q=0, application/yaml;q=0.2").unwrap().media_type,
+        out("*/*, application/yaml").unwrap().media_type,
         MediaType::Yaml
     );
-    assert_eq!(out("application/json;q=0").unwrap_err().to_string(), NOT_ACCEPTABLE);
+    // q=0 means "not acceptable".
+    assert_eq!(
+        out("application/json;q=0, application/yaml;q=0.2")
+            .unwrap()
+            .media_type,
+        MediaType::Yaml
+    );
+    assert_eq!(
+        out("application/json;q=0").unwrap_err().to_string(),
+        NOT_ACCEPTABLE
+    );
     let clauses = parse_accept("text/html;q=0.2, application/json;as=Table;v=v1;g=meta.k8s.io");
     assert_eq!(clauses[0].subtype, "json");
     assert_eq!(clauses[0].param("as"), Some("Table"));
@@ -120,8 +134,9 @@ fn table_transform_with_fallback() {
 
 #[test]
 fn partial_object_metadata_in_any_media_type() {
-    let n = out("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
-        .unwrap();
+    let n =
+        out("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
+            .unwrap();
     assert_eq!(n.media_type, MediaType::Protobuf);
     assert_eq!(n.convert.unwrap().kind, "PartialObjectMetadataList");
     let n = out("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1;pretty=1").unwrap();
@@ -132,14 +147,22 @@ fn partial_object_metadata_in_any_media_type() {
 
 #[test]
 fn unknown_and_garbage_headers_are_406() {
-    for accept in ["text/html", "garbage", "application", "a/b/c", ",,;;", " ", "image/*"] {
+    for accept in [
+        "text/html",
+        "garbage",
+        "application",
+        "a/b/c",
+        ",,;;",
+        " ",
+        "image/*",
+    ] {
         let err = out(accept).unwrap_err();
         assert_eq!(err.code(), 406, "{accept}");
         assert_eq!(err.to_string(), NOT_ACCEPTABLE, "{accept}");
     }
     // Offering fewer types lists fewer.
-    let err = negotiate_output(Some("text/html"), &[MediaType::Json], &DefaultRestrictions)
-        .unwrap_err();
+    let err =
+        negotiate_output(Some("text/html"), &[MediaType::Json], &DefaultRestrictions).unwrap_err();
     assert_eq!(
         err.to_string(),
         "only the following media types are accepted: application/json"
@@ -161,7 +184,10 @@ fn watch_streams() {
         "application/vnd.kubernetes.protobuf;stream=watch"
     );
     let n = negotiate_output_stream(None, &MediaType::ALL, &DefaultRestrictions).unwrap();
-    assert_eq!(n.media_type.watch_response_content_type(), "application/json");
+    assert_eq!(
+        n.media_type.watch_response_content_type(),
+        "application/json"
+    );
     let err = negotiate_output_stream(
         Some("application/yaml"),
         &MediaType::ALL,
@@ -173,25 +199,35 @@ fn watch_streams() {
         "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
     );
     // An unknown stream schema skips the clause.
-    assert!(negotiate_output_stream(
-        Some("application/json;stream=other"),
-        &MediaType::ALL,
-        &DefaultRestrictions
-    )
-    .is_err());
-    assert!(negotiate_output(
-        Some("application/yaml;stream=watch"),
-        &MediaType::ALL,
-        &DefaultRestrictions
-    )
-    .is_err());
+    assert!(
+        negotiate_output_stream(
+            Some("application/json;stream=other"),
+            &MediaType::ALL,
+            &DefaultRestrictions
+        )
+        .is_err()
+    );
+    assert!(
+        negotiate_output(
+            Some("application/yaml;stream=watch"),
+            &MediaType::ALL,
+            &DefaultRestrictions
+        )
+        .is_err()
+    );
 }
 
 #[test]
 fn content_type_negotiation() {
     let offered = MediaType::ALL;
-    assert_eq!(negotiate_input(None, &offered, false).unwrap(), MediaType::Json);
-    assert_eq!(negotiate_input(Some(""), &offered, false).unwrap(), MediaType::Json);
+    assert_eq!(
+        negotiate_input(None, &offered, false).unwrap(),
+        MediaType::Json
+    );
+    assert_eq!(
+        negotiate_input(Some(""), &offered, false).unwrap(),
+        MediaType::Json
+    );
     assert_eq!(
         negotiate_input(Some("application/json; charset=utf-8"), &offered, false).unwrap(),
         MediaType::Json

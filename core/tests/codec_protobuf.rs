@@ -2,9 +2,9 @@
 
 use apiserver::codec::{
     ApiVersionKind, CodecError, JsonWatchReader, PROTOBUF_MAGIC, ProtobufFrameReader,
-    decode_protobuf, decode_protobuf_as, decode_protobuf_watch_event, decode_unknown,
-    encode_json, encode_json_watch_event, encode_protobuf, encode_protobuf_raw,
-    encode_protobuf_watch_event, encode_protobuf_watch_frame, write_protobuf_watch_frame,
+    decode_protobuf, decode_protobuf_as, decode_protobuf_watch_event, decode_unknown, encode_json,
+    encode_json_watch_event, encode_protobuf, encode_protobuf_raw, encode_protobuf_watch_event,
+    encode_protobuf_watch_frame, write_protobuf_watch_frame,
 };
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as pbmeta;
 use k8s_pb::apimachinery::pkg::runtime as pbrt;
@@ -79,7 +79,10 @@ fn envelope_errors_read_like_upstream() {
         decode_protobuf(b"k8s\x01abc").unwrap_err().to_string(),
         "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]"
     );
-    assert_eq!(decode_protobuf(b"k8s\0").unwrap_err().to_string(), "empty body");
+    assert_eq!(
+        decode_protobuf(b"k8s\0").unwrap_err().to_string(),
+        "empty body"
+    );
     let bytes = encode_protobuf(AV, "Pizza", &pizza()).unwrap();
     let err = decode_protobuf(&bytes[..bytes.len() - 7]).unwrap_err();
     assert!(matches!(err, CodecError::Protobuf(_)), "{err}");
@@ -143,7 +146,9 @@ fn frame_reader_rejects_truncated_and_oversize_frames() {
         assert!(matches!(err, CodecError::UnexpectedEof), "{cut}: {err}");
     }
     let huge = [0xff, 0xff, 0xff, 0xff, 1, 2, 3];
-    let err = ProtobufFrameReader::new(&huge[..]).next_frame().unwrap_err();
+    let err = ProtobufFrameReader::new(&huge[..])
+        .next_frame()
+        .unwrap_err();
     assert!(matches!(err, CodecError::ObjectTooLarge));
     assert_eq!(
         err.to_string(),

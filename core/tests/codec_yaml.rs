@@ -120,15 +120,16 @@ fn strict_with_only_duplicates() {
 fn yaml_is_case_sensitive() {
     let body = "kind: Pizza\nSpec:\n  paused: true\n";
     let err = decode_yaml::<Pizza>(body.as_bytes(), FieldValidation::Strict).unwrap_err();
-    assert_eq!(err.to_string(), r#"strict decoding error: unknown field "Spec""#);
+    assert_eq!(
+        err.to_string(),
+        r#"strict decoding error: unknown field "Spec""#
+    );
 }
 
 #[test]
 fn round_trip_keeps_kind_and_api_version_first() {
     let p = Pizza {
-        metadata: Meta {
-            name: "m".into(),
-        },
+        metadata: Meta { name: "m".into() },
         spec: PizzaSpec {
             toppings: vec![
                 Topping {
@@ -145,8 +146,8 @@ fn round_trip_keeps_kind_and_api_version_first() {
             price: 10.5,
         },
     };
-    let yaml = String::from_utf8(encode_yaml("restaurant.example.com/v1", "Pizza", &p).unwrap())
-        .unwrap();
+    let yaml =
+        String::from_utf8(encode_yaml("restaurant.example.com/v1", "Pizza", &p).unwrap()).unwrap();
     assert!(
         yaml.starts_with("kind: Pizza\napiVersion: restaurant.example.com/v1\n"),
         "{yaml}"
@@ -180,8 +181,8 @@ fn conversion_sorts_keys_and_keeps_last_value() {
 
 #[test]
 fn multiple_documents_are_an_error() {
-    let err = decode_yaml::<Pizza>(b"kind: A\n---\nkind: B\n", FieldValidation::Ignore)
-        .unwrap_err();
+    let err =
+        decode_yaml::<Pizza>(b"kind: A\n---\nkind: B\n", FieldValidation::Ignore).unwrap_err();
     assert!(matches!(err, CodecError::YamlSyntax(_)));
     assert_eq!(
         err.to_string(),
@@ -195,7 +196,8 @@ fn multiple_documents_are_an_error() {
 fn syntax_errors_are_bad_requests() {
     let err = decode_yaml::<Pizza>(b"a: b: c\n", FieldValidation::Strict).unwrap_err();
     assert!(
-        err.to_string().starts_with("error converting YAML to JSON: yaml: "),
+        err.to_string()
+            .starts_with("error converting YAML to JSON: yaml: "),
         "{err}"
     );
     assert_eq!(err.code(), 400);

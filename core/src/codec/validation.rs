@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 
 use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
@@ -531,11 +531,8 @@ impl<'a, 'de, A: MapAccess<'de>> MapAccess<'de> for TrackedMap<'a, 'de, A> {
 
 fn hash_key(key: &str) -> u64 {
     // A fixed hasher: collisions only cost a slow-path run, never a wrong answer.
-    let mut h =
-        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
-            .build_hasher();
-    key.hash(&mut h);
-    h.finish()
+    std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+        .hash_one(key)
 }
 
 struct TrackedEnum<'a, A> {
