@@ -17,7 +17,6 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::hash::BuildHasher;
 
 use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
@@ -404,7 +403,8 @@ impl<'a, 'de, V: Visitor<'de>> Visitor<'de> for Wrap<'a, V> {
             st: self.st,
             mode: self.mode,
             key: None,
-            seen: None,
+            seen: SeenKeys::default(),
+            record: self.mode != Mode::Any && self.st.borrow().visited.is_some(),
         })
     }
 
@@ -473,7 +473,9 @@ struct TrackedMap<'a, 'de, A> {
     mode: Mode,
     key: Option<Cow<'de, str>>,
     /// Hashes of the keys seen so far (true maps only; derived structs catch their own).
-    seen: Option<HashSet<u64>>,
+    seen: SeenKeys,
+    /// Slow path: record the paths of keys (see [`Tracker::visited`]).
+    record: bool,
 }
 
 impl<'a, 'de, A: MapAccess<'de>> MapAccess<'de> for TrackedMap<'a, 'de, A> {
@@ -490,15 +492,14 @@ impl<'a, 'de, A: MapAccess<'de>> MapAccess<'de> for TrackedMap<'a, 'de, A> {
         })?;
         if out.is_some() && self.mode != Mode::Any {
             let key = self.key.as_deref().unwrap_or("");
-            if self.mode == Mode::Map {
-                let hash = hash_key(key);
-                if !self.seen.get_or_insert_with(HashSet::new).insert(hash) {
-                    self.st.borrow_mut().dup_suspect = true;
-                }
+            if self.mode == Mode::Map && !self.seen.insert(hash_key(key)) {
+                self.st.borrow_mut().dup_suspect = true;
             }
-            let mut st = self.st.borrow_mut();
-            if let Some(visited) = st.visited.as_mut() {
-                visited.insert(Path::Key(self.path, key).to_string());
+            if self.record {
+                let mut st = self.st.borrow_mut();
+                if let Some(visited) = st.visited.as_mut() {
+                    visited.insert(Path::Key(self.path, key).to_string());
+                }
             }
         }
         Ok(out)
@@ -529,10 +530,40 @@ impl<'a, 'de, A: MapAccess<'de>> MapAccess<'de> for TrackedMap<'a, 'de, A> {
     }
 }
 
+/// FNV-1a: keys are short, and a collision only costs a slow-path run, never a wrong answer.
 fn hash_key(key: &str) -> u64 {
-    // A fixed hasher: collisions only cost a slow-path run, never a wrong answer.
-    std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
-        .hash_one(key)
+    key.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Key hashes of one map: inline for the usual handful of keys, a hash set beyond.
+#[derive(Default)]
+struct SeenKeys {
+    small: [u64; 16],
+    len: usize,
+    large: Option<HashSet<u64>>,
+}
+
+impl SeenKeys {
+    /// False when `hash` was already there.
+    fn insert(&mut self, hash: u64) -> bool {
+        if let Some(large) = self.large.as_mut() {
+            return large.insert(hash);
+        }
+        if self.small[..self.len].contains(&hash) {
+            return false;
+        }
+        if self.len < self.small.len() {
+            self.small[self.len] = hash;
+            self.len += 1;
+        } else {
+            let mut large: HashSet<u64> = self.small.iter().copied().collect();
+            large.insert(hash);
+            self.large = Some(large);
+        }
+        true
+    }
 }
 
 struct TrackedEnum<'a, A> {
