@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 
+pub mod cache;
 mod continue_token;
 mod error;
 pub mod fields;
@@ -475,3 +476,5 @@ pub fn plan_list(key: &str, opts: &ListOptions) -> Result<ListPlan, StorageError
         continuing: false,
     })
 }
+
+pub use cache::{CacheConfig, WatchCache};
