@@ -22,8 +22,8 @@ pub mod keys;
 pub mod labels;
 pub mod memory;
 mod predicate;
-// #[cfg(feature = "testing")]
-// pub mod testing;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use continue_token::{decode_continue, encode_continue};
 pub use error::{
