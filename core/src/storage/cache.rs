@@ -68,6 +68,8 @@ enum Message {
 struct Watcher {
     range: KeyRange,
     bookmarks: bool,
+    /// Wants a bookmark whenever progress is requested.
+    progress: bool,
     tx: mpsc::Sender<Message>,
     overflowed: Arc<AtomicBool>,
 }
@@ -241,6 +243,7 @@ impl WatchCache {
         st.watchers.push(Watcher {
             range,
             bookmarks: opts.allow_watch_bookmarks,
+            progress: opts.progress_notify,
             tx,
             overflowed: overflowed.clone(),
         });
@@ -341,28 +344,36 @@ async fn load(shared: &Shared) -> Result<u64, StorageError> {
         }
     };
     let mut st = shared.lock();
-    let was_ready = st.ready;
-    st.objects = objects;
-    st.history.clear();
-    st.history_start = revision;
-    st.revision = revision;
-    st.ready = true;
-    if was_ready {
+    if st.ready {
         // Watchers may have missed changes between the broken watch and this list.
         st.send(|| Message::Reset, |_| true);
         st.watchers.clear();
     }
+    st.history.clear();
+    if revision == 0 {
+        // A backend that has never been written to: "from revision 0" would mean "from now" and lose writes made
+        // since the list, so `follow` loads through the watch's initial events instead.
+        st.ready = false;
+        st.objects.clear();
+        return Ok(0);
+    }
+    st.objects = objects;
+    st.history_start = revision;
+    st.revision = revision;
+    st.ready = true;
     drop(st);
     shared.revision.send_replace(revision);
     Ok(revision)
 }
 
-/// Applies the backend's events after `revision` until its watch ends.
+/// Applies the backend's events after `revision` until its watch ends. From revision 0 it first takes the
+/// backend's initial events as the cache's content, up to the bookmark that ends them.
 async fn follow(shared: &Shared, revision: u64) {
+    let initial = revision == 0;
     let opts = WatchOptions {
         resource_version: Some(revision),
         recursive: true,
-        send_initial_events: Some(false),
+        send_initial_events: Some(initial),
         allow_watch_bookmarks: true,
         progress_notify: true,
         ..WatchOptions::default()
@@ -374,11 +385,29 @@ async fn follow(shared: &Shared, revision: u64) {
             return;
         }
     };
+    let mut loading = initial;
     while let Some(event) = events.next().await {
         match event.event_type {
             EventType::Error => {
                 tracing::info!(prefix = shared.range.as_str(), err = ?event.error, "watch cache: relisting");
                 return;
+            }
+            EventType::Added if loading => {
+                shared
+                    .lock()
+                    .objects
+                    .insert(event.key.clone(), event.stored_object());
+            }
+            EventType::Bookmark if loading => {
+                if event.initial_events_end {
+                    loading = false;
+                    let mut st = shared.lock();
+                    st.revision = event.revision;
+                    st.history_start = event.revision;
+                    st.ready = true;
+                    drop(st);
+                    shared.revision.send_replace(event.revision);
+                }
             }
             EventType::Bookmark => {
                 let mut st = shared.lock();
@@ -557,8 +586,11 @@ impl Storage for WatchCache {
     }
 
     async fn get(&self, key: &str, opts: &GetOptions) -> Result<StoredObject, StorageError> {
-        // Without a resourceVersion a read must be consistent: the backend answers (as upstream).
-        let Some(revision) = opts.resource_version.filter(|_| self.covers(key)) else {
+        // Without a resourceVersion (or 0) a read must see every acknowledged write: the backend answers.
+        let Some(revision) = opts
+            .resource_version
+            .filter(|rv| *rv > 0 && self.covers(key))
+        else {
             return self.shared.inner.get(key, opts).await;
         };
         if !self.wait_fresh(revision).await {
@@ -584,22 +616,14 @@ impl Storage for WatchCache {
             return self.shared.inner.list(key, opts).await;
         }
         let plan = plan_list(key, opts)?;
-        if let Some(exact) = plan.read_revision {
-            // An exact read is served from memory only when memory is at exactly that revision.
-            if self.is_ready() && exact == self.current_revision_cached() {
-                let result = self.list_cached(key, opts)?;
-                if result.revision == exact {
-                    return Ok(result);
-                }
-            }
+        if plan.read_revision.is_some() {
+            // The state exactly at a revision (and its compaction check) only the backend has.
             return self.shared.inner.list(key, opts).await;
         }
-        let wanted = match (plan.min_revision, opts.resource_version) {
-            (Some(min), _) => min,
-            // A consistent list: memory must have caught up with the backend's current revision.
-            (None, None) => self.shared.inner.current_revision().await?,
-            (None, Some(_)) => 0,
-        };
+        // Memory must have caught up with the backend (a consistent list, reading our own writes) and with any
+        // "not older than" bound (which may be ahead of the backend: then the backend answers 504).
+        let current = self.shared.inner.current_revision().await?;
+        let wanted = plan.min_revision.unwrap_or(0).max(current);
         if !self.wait_fresh(wanted).await {
             return self.shared.inner.list(key, opts).await;
         }
@@ -642,11 +666,21 @@ impl Storage for WatchCache {
         let range = KeyRange::new(key, opts.recursive)?;
         let rv = opts.resource_version.unwrap_or(0);
         let initial_events = opts.send_initial_events.unwrap_or(rv == 0);
-        if !self.wait_fresh(rv).await {
-            let current = self.current_revision_cached();
-            if !self.is_ready() {
+        if initial_events && rv != 0 {
+            // The state exactly at a past revision: only the backend keeps it.
+            return self.shared.inner.watch(key, opts).await;
+        }
+        // From "now" (no resourceVersion, or 0): memory must first catch up with the backend, so that a watch
+        // opened after a write sees it. Upstream serves 0 from possibly stale memory; we read our writes.
+        let wanted = match rv {
+            0 => self.shared.inner.current_revision().await?,
+            n => n,
+        };
+        if !self.wait_fresh(wanted).await {
+            if !self.is_ready() || rv == 0 {
                 return self.shared.inner.watch(key, opts).await;
             }
+            let current = self.current_revision_cached();
             return Err(StorageError::TooLargeResourceVersion {
                 requested: rv,
                 current,
@@ -699,8 +733,14 @@ impl Storage for WatchCache {
         }
     }
 
+    /// Catches memory up with the backend, then gives every watcher that asked for progress a bookmark.
     async fn request_watch_progress(&self) -> Result<(), StorageError> {
-        self.shared.inner.request_watch_progress().await
+        let current = self.shared.inner.current_revision().await?;
+        self.wait_fresh(current).await;
+        let mut st = self.shared.lock();
+        let revision = st.revision;
+        st.send(|| Message::Bookmark(revision), |w| w.progress);
+        Ok(())
     }
 }
 
