@@ -5,10 +5,12 @@ mod convert;
 mod gvk;
 mod list;
 mod resource;
+mod scheme;
 mod versioned;
 
 pub use convert::{Convert, convert_field};
 pub use gvk::{GroupKind, GroupResource, GroupVersion, GroupVersionKind, GroupVersionResource};
 pub use list::List;
 pub use resource::{PrinterColumn, Resource, Scope};
+pub use scheme::{DecodeError, Decoded, EncodeError, KindDescription, ResourceCodec};
 pub use versioned::Versioned;

@@ -23,6 +23,12 @@ pub trait Versioned:
     fn to_hub(&self) -> Self::Hub;
     fn from_hub(hub: &Self::Hub) -> Self;
 
+    /// The OpenAPI v3 schema of this version's root type (structural, as Kubernetes publishes). Without one a
+    /// type is published as an object that keeps unknown fields.
+    fn openapi_schema() -> serde_json::Value {
+        serde_json::json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+    }
+
     /// The `apiVersion` of this version, e.g. `restaurant.programming-kubernetes.info/v1beta1`.
     fn api_version() -> String {
         <Self::Hub as Resource>::group_version(Self::VERSION).api_version()
