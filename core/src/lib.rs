@@ -1,11 +1,14 @@
 //! A framework for Kubernetes-style API servers (aggregated extension apiservers) with pluggable storage.
 //!
 //! Modules follow the path of a request: `meta` (wire types), `runtime` (objects, scheme),
-//! `codec` (JSON, YAML, protobuf), `storage` (the backend contract).
+//! `codec` (JSON, YAML, protobuf), `validation` (field errors), `registry` (the generic store and strategies),
+//! `storage` (the backend contract, memory backend, watch cache).
 
 pub mod codec;
 pub mod meta;
+pub mod registry;
 pub mod runtime;
 pub mod storage;
+pub mod validation;
 
 pub use apiserver_derive::*;
