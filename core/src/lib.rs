@@ -11,4 +11,10 @@ pub mod runtime;
 pub mod storage;
 pub mod validation;
 
-pub use apiserver_derive::*;
+pub use apiserver_derive::{Hub, Versioned};
+
+// Re-exported for the code the derives generate and so that users need no direct dependency on them.
+pub use prost;
+pub use schemars;
+pub use schemars::JsonSchema;
+pub use serde_json;

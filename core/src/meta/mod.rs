@@ -4,6 +4,6 @@ mod object_meta;
 mod time;
 
 pub use object_meta::{
-    FieldsV1, ListMeta, ManagedFieldsEntry, ObjectMeta, OwnerReference, TypeMeta,
+    FieldsV1, ListMeta, ManagedFieldsEntry, ObjectMeta, OwnerReference, TypeMeta, null_as_default,
 };
 pub use time::{MicroTime, Time};

@@ -9,8 +9,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::Time;
 
-/// Reads `null` as the empty value, as Go's decoder does for slices, maps and strings.
-pub(crate) fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+/// Reads `null` as the empty value, as Go's decoder does for slices, maps and strings; for `deserialize_with`.
+pub fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de> + Default,

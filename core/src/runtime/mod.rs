@@ -5,6 +5,7 @@ mod convert;
 mod gvk;
 mod list;
 mod resource;
+mod schema;
 mod scheme;
 mod versioned;
 
@@ -12,5 +13,6 @@ pub use convert::{Convert, convert_field};
 pub use gvk::{GroupKind, GroupResource, GroupVersion, GroupVersionKind, GroupVersionResource};
 pub use list::List;
 pub use resource::{PrinterColumn, Resource, Scope};
+pub use schema::openapi_schema;
 pub use scheme::{DecodeError, Decoded, EncodeError, KindDescription, ResourceCodec};
 pub use versioned::Versioned;
