@@ -224,3 +224,26 @@ impl ApiError {
         StorageError::callback(self)
     }
 }
+
+impl From<&ApiError> for crate::meta::Status {
+    fn from(err: &ApiError) -> Self {
+        let mut status = crate::meta::Status::failure(err.code, err.reason, err.message.clone());
+        status.details = err.details.as_ref().map(|d| crate::meta::StatusDetails {
+            name: d.name.clone(),
+            group: d.group.clone(),
+            kind: d.kind.clone(),
+            uid: d.uid.clone(),
+            causes: d
+                .causes
+                .iter()
+                .map(|c| crate::meta::StatusCause {
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                    field: c.field.clone(),
+                })
+                .collect(),
+            retry_after_seconds: d.retry_after_seconds,
+        });
+        status
+    }
+}
