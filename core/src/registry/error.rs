@@ -35,20 +35,21 @@ pub struct ApiError {
     /// The `StatusReason`, e.g. `NotFound`.
     pub reason: &'static str,
     pub message: String,
-    pub details: Option<Details>,
+    /// Boxed: errors travel in `Result`s on hot paths and should stay small.
+    pub details: Option<Box<Details>>,
 }
 
 /// Upstream's `OptimisticLockErrorMsg`.
 pub const OPTIMISTIC_LOCK_ERROR_MSG: &str =
     "the object has been modified; please apply your changes to the latest version and try again";
 
-fn resource_details(resource: &GroupResource, name: &str) -> Option<Details> {
-    Some(Details {
+fn resource_details(resource: &GroupResource, name: &str) -> Option<Box<Details>> {
+    Some(Box::new(Details {
         name: name.to_string(),
         group: resource.group.clone(),
         kind: resource.resource.clone(),
         ..Details::default()
-    })
+    }))
 }
 
 impl ApiError {
@@ -105,13 +106,13 @@ impl ApiError {
             code: 422,
             reason: "Invalid",
             message: format!("{kind} \"{name}\" is invalid: {}", errors.aggregate()),
-            details: Some(Details {
+            details: Some(Box::new(Details {
                 name: name.to_string(),
                 group: kind.group.clone(),
                 kind: kind.kind.clone(),
                 causes,
                 ..Details::default()
-            }),
+            })),
         }
     }
 
@@ -152,13 +153,13 @@ impl ApiError {
             code: 500,
             reason: "InternalError",
             message: format!("Internal error occurred: {message}"),
-            details: Some(Details {
+            details: Some(Box::new(Details {
                 causes: vec![Cause {
                     message,
                     ..Cause::default()
                 }],
                 ..Details::default()
-            }),
+            })),
         }
     }
 
@@ -185,7 +186,7 @@ impl ApiError {
                 code: 504,
                 reason: "Timeout",
                 message: err.to_string(),
-                details: Some(Details {
+                details: Some(Box::new(Details {
                     causes: vec![Cause {
                         reason: "ResourceVersionTooLarge".to_string(),
                         message: "Too large resource version".to_string(),
@@ -193,7 +194,7 @@ impl ApiError {
                     }],
                     retry_after_seconds: 1,
                     ..Details::default()
-                }),
+                })),
             },
             StorageError::Expired { message, .. } => Self::new(410, "Expired", message),
             StorageError::BadRequest(message) | StorageError::InvalidKey(message) => {
@@ -206,10 +207,10 @@ impl ApiError {
                 message: format!(
                     "The request against {resource} could not be completed at this time, please try again."
                 ),
-                details: Some(Details {
+                details: Some(Box::new(Details {
                     retry_after_seconds: 2,
-                    ..resource_details(resource, name).unwrap_or_default()
-                }),
+                    ..*resource_details(resource, name).unwrap_or_default()
+                })),
             },
             StorageError::Callback(inner) => match inner.downcast_ref::<ApiError>() {
                 Some(api) => api.clone(),

@@ -119,7 +119,7 @@ fn default_pizza(pizza: &mut Pizza) {
 }
 
 /// A repeated name is one more portion of its first occurrence.
-fn fold_toppings(names: &Vec<String>) -> Vec<restaurant::PizzaTopping> {
+fn fold_toppings(names: &[String]) -> Vec<restaurant::PizzaTopping> {
     let mut toppings: Vec<restaurant::PizzaTopping> = Vec::new();
     for name in names {
         match toppings.iter_mut().find(|t| t.name == *name) {
@@ -134,7 +134,7 @@ fn fold_toppings(names: &Vec<String>) -> Vec<restaurant::PizzaTopping> {
 }
 
 /// Each topping's name, once per portion.
-fn unfold_toppings(toppings: &Vec<restaurant::PizzaTopping>) -> Vec<String> {
+fn unfold_toppings(toppings: &[restaurant::PizzaTopping]) -> Vec<String> {
     toppings
         .iter()
         .flat_map(|t| std::iter::repeat_n(t.name.clone(), t.quantity.max(0) as usize))
