@@ -18,9 +18,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::{
-    EventType, GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Predicate, Stats,
-    Storage, StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent, WatchOptions,
-    WatchStream, encode_continue, plan_list,
+    Change, EventType, GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Predicate,
+    Stats, Storage, StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent,
+    WatchOptions, WatchStream, encode_continue, plan_list,
 };
 
 /// Tuning of a [`WatchCache`].
@@ -45,17 +45,6 @@ impl Default for CacheConfig {
             fresh_timeout: Duration::from_secs(3),
         }
     }
-}
-
-/// One change as the cache keeps it: shared by every watcher that receives it.
-#[derive(Debug)]
-struct Change {
-    key: String,
-    /// The new value; `None` for a deletion.
-    value: Option<Bytes>,
-    /// The value before the change.
-    prev: Option<Bytes>,
-    revision: u64,
 }
 
 enum Message {
@@ -234,7 +223,7 @@ impl WatchCache {
                 .iter()
                 .filter(|c| c.revision > rv && range.contains(&c.key))
             {
-                if let Some(event) = transform(&opts.predicate, change) {
+                if let Some(event) = change.event_for(&opts.predicate) {
                     pending.push_back(event);
                 }
             }
@@ -506,7 +495,7 @@ impl CachedWatch {
                         continue;
                     }
                     self.after = change.revision;
-                    if let Some(event) = transform(&self.predicate, &change) {
+                    if let Some(event) = change.event_for(&self.predicate) {
                         return Some(event);
                     }
                 }
@@ -535,48 +524,6 @@ impl CachedWatch {
 
 fn selected(predicate: &Predicate, value: &[u8]) -> bool {
     predicate.matches(value).unwrap_or(false)
-}
-
-/// The event a watcher with `predicate` sees for `change`: a modification that moves an object into or out of the
-/// selection is an ADDED or a DELETED.
-fn transform(predicate: &Predicate, change: &Change) -> Option<WatchEvent> {
-    let object = |value: &Bytes| StoredObject {
-        key: change.key.clone(),
-        value: value.clone(),
-        revision: change.revision,
-    };
-    match (&change.value, &change.prev) {
-        (Some(new), None) => selected(predicate, new)
-            .then(|| WatchEvent::object(EventType::Added, object(new), None)),
-        (Some(new), Some(old)) => {
-            let (was, is) = if predicate.is_everything() {
-                (true, true)
-            } else {
-                (selected(predicate, old), selected(predicate, new))
-            };
-            match (was, is) {
-                (true, true) => Some(WatchEvent::object(
-                    EventType::Modified,
-                    object(new),
-                    Some(old.clone()),
-                )),
-                (false, true) => Some(WatchEvent::object(
-                    EventType::Added,
-                    object(new),
-                    Some(old.clone()),
-                )),
-                (true, false) => Some(WatchEvent::object(
-                    EventType::Deleted,
-                    object(old),
-                    Some(old.clone()),
-                )),
-                (false, false) => None,
-            }
-        }
-        (None, Some(old)) => selected(predicate, old)
-            .then(|| WatchEvent::object(EventType::Deleted, object(old), Some(old.clone()))),
-        (None, None) => None,
-    }
 }
 
 #[async_trait]

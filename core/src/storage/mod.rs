@@ -15,6 +15,7 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 
 pub mod cache;
+mod change;
 mod continue_token;
 mod error;
 pub mod fields;
@@ -478,3 +479,4 @@ pub fn plan_list(key: &str, opts: &ListOptions) -> Result<ListPlan, StorageError
 }
 
 pub use cache::{CacheConfig, WatchCache};
+pub use change::Change;
