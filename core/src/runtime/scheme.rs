@@ -113,8 +113,30 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
         encode_as(&V::api_version(), &kind, &list, format)
     }
 
+    /// The version's schema with what Kubernetes adds to every kind: `apiVersion` and `kind`, and the
+    /// `x-kubernetes-group-version-kind` by which kubectl finds the schema of a manifest.
     fn openapi_schema(&self) -> serde_json::Value {
-        V::openapi_schema()
+        let mut schema = V::openapi_schema();
+        if let serde_json::Value::Object(map) = &mut schema {
+            let properties = map
+                .entry("properties")
+                .or_insert_with(|| serde_json::json!({}));
+            if let serde_json::Value::Object(properties) = properties {
+                properties.insert(
+                    "apiVersion".into(),
+                    serde_json::json!({ "type": "string", "description": "APIVersion defines the versioned schema of this representation of an object." }),
+                );
+                properties.insert(
+                    "kind".into(),
+                    serde_json::json!({ "type": "string", "description": "Kind is a string value representing the REST resource this object represents." }),
+                );
+            }
+            map.insert(
+                "x-kubernetes-group-version-kind".into(),
+                serde_json::json!([{ "group": <V::Hub as Resource>::GROUP, "version": V::VERSION, "kind": <V::Hub as Resource>::KIND }]),
+            );
+        }
+        schema
     }
 }
 

@@ -6,7 +6,11 @@ use apiserver::validation::{ErrorList, FieldError, Path};
 
 use crate::restaurant::Pizza;
 
-/// Every topping needs a name, a positive quantity and a name not used before.
+/// The most portions of one topping: v1alpha1 writes a name once per portion, so an unbounded quantity would let
+/// one object make every v1alpha1 read of it arbitrarily large (the reference server has no bound).
+pub const MAX_QUANTITY: i32 = 1000;
+
+/// Every topping needs a name, a positive quantity (at most [`MAX_QUANTITY`]) and a name not used before.
 pub fn validate_pizza(pizza: &Pizza) -> ErrorList {
     let mut errors = ErrorList::new();
     let mut seen = HashSet::new();
@@ -18,6 +22,13 @@ pub fn validate_pizza(pizza: &Pizza) -> ErrorList {
                 path.child("quantity"),
                 &topping.quantity,
                 "cannot be negative or zero",
+            ));
+        } else if topping.quantity > MAX_QUANTITY {
+            let detail = format!("must be less than or equal to {MAX_QUANTITY}");
+            errors.push(FieldError::invalid(
+                path.child("quantity"),
+                &topping.quantity,
+                &detail,
             ));
         }
         if topping.name.is_empty() {

@@ -186,7 +186,11 @@ fn validation_messages_are_the_references() {
         validate_pizza(&pizza(&[("a", 1), ("b", 1), ("a", 2)])).aggregate(),
         "spec.toppings[2].name: Invalid value: \"a\": must be unique"
     );
-    assert!(validate_pizza(&pizza(&[("a", 1), ("b", 10)])).is_empty());
+    assert!(validate_pizza(&pizza(&[("a", 1), ("b", 1000)])).is_empty());
+    assert_eq!(
+        validate_pizza(&pizza(&[("a", 1001)])).aggregate(),
+        "spec.toppings[0].quantity: Invalid value: 1001: must be less than or equal to 1000"
+    );
 }
 
 #[test]
@@ -204,4 +208,10 @@ fn openapi_schemas_carry_doc_comments() {
     );
     assert_eq!(schema["properties"]["metadata"]["type"], "object");
     assert!(schema.get("$schema").is_none());
+    let full = pizza_codec().openapi_schema("v1beta1").unwrap();
+    assert_eq!(
+        full["x-kubernetes-group-version-kind"][0]["version"],
+        "v1beta1"
+    );
+    assert_eq!(full["properties"]["apiVersion"]["type"], "string");
 }
