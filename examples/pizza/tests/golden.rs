@@ -74,7 +74,7 @@ fn margherita() {
     .unwrap();
     assert_eq!(
         beta,
-        r#"{"kind":"Pizza","apiVersion":"restaurant.programming-kubernetes.info/v1beta1","metadata":{"name":"margherita","creationTimestamp":null},"spec":{"toppings":[{"name":"mozzarella","quantity":1},{"name":"tomato","quantity":1}]},"status":{}}"#
+        r#"{"kind":"Pizza","apiVersion":"restaurant.programming-kubernetes.info/v1beta1","metadata":{"name":"margherita"},"spec":{"toppings":[{"name":"mozzarella","quantity":1},{"name":"tomato","quantity":1}]},"status":{}}"#
     );
 }
 
