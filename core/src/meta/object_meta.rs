@@ -8,19 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::Time;
-
-/// Reads `null` as the empty value, as Go's decoder does for slices, maps and strings.
-pub(crate) fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-}
-
-pub(crate) fn is_zero_i64(v: &i64) -> bool {
-    *v == 0
-}
+use super::json::{deserialize_raw_json, is_zero_i64, null_as_default, serialize_raw_json};
 
 /// `apiVersion` and `kind`: which schema a serialized object follows.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize, prost::Message)]
@@ -30,7 +18,7 @@ pub struct TypeMeta {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "1")]
+    #[prost(string, required, tag = "1")]
     pub kind: String,
     #[serde(
         default,
@@ -38,7 +26,7 @@ pub struct TypeMeta {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "2")]
+    #[prost(string, required, tag = "2")]
     pub api_version: String,
 }
 
@@ -51,52 +39,52 @@ pub struct ObjectMeta {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "1")]
+    #[prost(string, required, tag = "1")]
     pub name: String,
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "2")]
+    #[prost(string, required, tag = "2")]
     pub generate_name: String,
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "3")]
+    #[prost(string, required, tag = "3")]
     pub namespace: String,
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "4")]
+    #[prost(string, required, tag = "4")]
     pub self_link: String,
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "5")]
+    #[prost(string, required, tag = "5")]
     pub uid: String,
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "6")]
+    #[prost(string, required, tag = "6")]
     pub resource_version: String,
     #[serde(
         default,
         skip_serializing_if = "is_zero_i64",
         deserialize_with = "null_as_default"
     )]
-    #[prost(int64, tag = "7")]
+    #[prost(int64, required, tag = "7")]
     pub generation: i64,
-    /// Set on every stored object; written as `null` when unset, as upstream does (`omitempty` does not omit structs).
-    #[serde(default)]
+    /// Set on every stored object; omitted when unset (upstream's `omitzero`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[prost(message, optional, tag = "8")]
     pub creation_timestamp: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,14 +139,14 @@ pub struct ListMeta {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "1")]
+    #[prost(string, required, tag = "1")]
     pub self_link: String,
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "2")]
+    #[prost(string, required, tag = "2")]
     pub resource_version: String,
     #[serde(
         default,
@@ -166,11 +154,24 @@ pub struct ListMeta {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "3")]
+    #[prost(string, required, tag = "3")]
     pub continue_: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[prost(int64, optional, tag = "4")]
     pub remaining_item_count: Option<i64>,
+    /// Set when the list was read with a shard selector (alpha upstream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[prost(message, optional, tag = "5")]
+    pub shard_info: Option<ShardInfo>,
+}
+
+/// Which shard of a collection a list holds: the shard selector it was read with.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize, prost::Message)]
+pub struct ShardInfo {
+    /// Always emitted (no `omitempty` upstream).
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[prost(string, required, tag = "1")]
+    pub selector: String,
 }
 
 /// A reference from a dependent to the object that owns it (garbage collection).
@@ -178,16 +179,16 @@ pub struct ListMeta {
 #[serde(rename_all = "camelCase")]
 pub struct OwnerReference {
     #[serde(default, deserialize_with = "null_as_default")]
-    #[prost(string, tag = "5")]
+    #[prost(string, required, tag = "5")]
     pub api_version: String,
     #[serde(default, deserialize_with = "null_as_default")]
-    #[prost(string, tag = "1")]
+    #[prost(string, required, tag = "1")]
     pub kind: String,
     #[serde(default, deserialize_with = "null_as_default")]
-    #[prost(string, tag = "3")]
+    #[prost(string, required, tag = "3")]
     pub name: String,
     #[serde(default, deserialize_with = "null_as_default")]
-    #[prost(string, tag = "4")]
+    #[prost(string, required, tag = "4")]
     pub uid: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[prost(bool, optional, tag = "6")]
@@ -206,21 +207,21 @@ pub struct ManagedFieldsEntry {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "1")]
+    #[prost(string, required, tag = "1")]
     pub manager: String,
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "2")]
+    #[prost(string, required, tag = "2")]
     pub operation: String,
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "3")]
+    #[prost(string, required, tag = "3")]
     pub api_version: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[prost(message, optional, tag = "4")]
@@ -230,7 +231,7 @@ pub struct ManagedFieldsEntry {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "6")]
+    #[prost(string, required, tag = "6")]
     pub fields_type: String,
     #[serde(default, rename = "fieldsV1", skip_serializing_if = "Option::is_none")]
     #[prost(message, optional, tag = "7")]
@@ -240,34 +241,28 @@ pub struct ManagedFieldsEntry {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[prost(string, tag = "8")]
+    #[prost(string, required, tag = "8")]
     pub subresource: String,
 }
 
 /// A set of fields in the `FieldsV1` format: a JSON object kept verbatim (protobuf: its bytes in `Raw`).
 #[derive(Clone, PartialEq, Eq, Hash, prost::Message)]
 pub struct FieldsV1 {
-    /// The JSON text of the field set.
+    /// The JSON text of the field set (empty reads as `null`).
     #[prost(bytes = "vec", tag = "1")]
     pub raw: Vec<u8>,
 }
 
 impl Serialize for FieldsV1 {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let text = std::str::from_utf8(&self.raw).map_err(serde::ser::Error::custom)?;
-        let raw: &serde_json::value::RawValue =
-            serde_json::from_str(if text.is_empty() { "{}" } else { text })
-                .map_err(serde::ser::Error::custom)?;
-        raw.serialize(s)
+        serialize_raw_json(&self.raw, s)
     }
 }
 
 impl<'de> Deserialize<'de> for FieldsV1 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // Through a Value so that this also works inside YAML and other self-describing formats.
-        let value = serde_json::Value::deserialize(d)?;
         Ok(FieldsV1 {
-            raw: serde_json::to_vec(&value).map_err(serde::de::Error::custom)?,
+            raw: deserialize_raw_json(d)?,
         })
     }
 }
@@ -279,10 +274,7 @@ mod tests {
 
     #[test]
     fn empty_object_meta_is_empty_json() {
-        assert_eq!(
-            serde_json::to_string(&ObjectMeta::default()).unwrap(),
-            r#"{"creationTimestamp":null}"#
-        );
+        assert_eq!(serde_json::to_string(&ObjectMeta::default()).unwrap(), "{}");
         let meta: ObjectMeta =
             serde_json::from_str(r#"{"labels":null,"finalizers":null,"name":null}"#).unwrap();
         assert_eq!(meta, ObjectMeta::default());
@@ -309,7 +301,7 @@ mod tests {
         let json = serde_json::to_string(&meta).unwrap();
         assert_eq!(
             json,
-            r#"{"name":"margherita","generateName":"m-","resourceVersion":"7","creationTimestamp":null,"deletionGracePeriodSeconds":30,"labels":{"a":"b"},"managedFields":[{"manager":"kubectl","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]}"#
+            r#"{"name":"margherita","generateName":"m-","resourceVersion":"7","deletionGracePeriodSeconds":30,"labels":{"a":"b"},"managedFields":[{"manager":"kubectl","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]}"#
         );
         let back: ObjectMeta = serde_json::from_str(&json).unwrap();
         assert_eq!(back, meta);

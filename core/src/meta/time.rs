@@ -62,21 +62,18 @@ macro_rules! timestamp {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let text = String::deserialize(d)?;
                 DateTime::parse_from_rfc3339(&text)
-                    .map(|t| Self(t.with_timezone(&Utc)))
+                    .map(|t| Self::truncate(t.with_timezone(&Utc)))
                     .map_err(|e| serde::de::Error::custom(format!("parsing time {text:?}: {e}")))
             }
         }
 
+        /// As upstream: `{seconds, nanos}`, both always written (the zero time is never encoded,
+        /// being `None` in an `Option<Time>`).
         impl prost::Message for $name {
             fn encode_raw(&self, buf: &mut impl BufMut) {
-                let seconds = self.0.timestamp();
-                let nanos = self.0.timestamp_subsec_nanos() as i32;
-                if seconds != 0 {
-                    int64::encode(1, &seconds, buf);
-                }
-                if nanos != 0 {
-                    int32::encode(2, &nanos, buf);
-                }
+                let t = Self::truncate(self.0).0;
+                int64::encode(1, &t.timestamp(), buf);
+                int32::encode(2, &(t.timestamp_subsec_nanos() as i32), buf);
             }
 
             fn merge_field(
@@ -93,20 +90,22 @@ macro_rules! timestamp {
                     2 => int32::merge(wire_type, &mut nanos, buf, ctx)?,
                     _ => return skip_field(wire_type, tag, buf, ctx),
                 }
-                let nanos = u32::try_from(nanos).ok().filter(|n| *n < 1_000_000_000);
-                let t = nanos.and_then(|n| Utc.timestamp_opt(seconds, n).single());
+                // Go normalises nanos outside [0, 1e9) into the seconds (time.Unix).
+                let total = i128::from(seconds) * 1_000_000_000 + i128::from(nanos);
+                let t = i64::try_from(total.div_euclid(1_000_000_000))
+                    .ok()
+                    .and_then(|s| Utc.timestamp_opt(s, total.rem_euclid(1_000_000_000) as u32).single());
                 // prost offers no other way to build a decode error for a value out of range.
                 #[allow(deprecated)]
                 let out_of_range = || prost::DecodeError::new("timestamp out of range");
-                self.0 = t.ok_or_else(out_of_range)?;
+                self.0 = Self::truncate(t.ok_or_else(out_of_range)?).0;
                 Ok(())
             }
 
             fn encoded_len(&self) -> usize {
-                let seconds = self.0.timestamp();
-                let nanos = self.0.timestamp_subsec_nanos() as i32;
-                (if seconds != 0 { int64::encoded_len(1, &seconds) } else { 0 })
-                    + (if nanos != 0 { int32::encoded_len(2, &nanos) } else { 0 })
+                let t = Self::truncate(self.0).0;
+                int64::encoded_len(1, &t.timestamp())
+                    + int32::encoded_len(2, &(t.timestamp_subsec_nanos() as i32))
             }
 
             fn clear(&mut self) {
@@ -155,6 +154,11 @@ mod tests {
         let t = MicroTime::from(Utc.timestamp_opt(1_700_000_000, 5_000).unwrap());
         let bytes = t.encode_to_vec();
         assert_eq!(MicroTime::decode(bytes.as_slice()).unwrap(), t);
-        assert!(Time::decode(&[0x10, 0xff, 0xff, 0xff, 0xff, 0x0f][..]).is_err());
+        // Negative nanos are normalised into the seconds, as Go's time.Unix does.
+        let t = MicroTime::decode(&[0x08, 0x02, 0x10, 0xff, 0xff, 0xff, 0xff, 0x0f][..]).unwrap();
+        assert_eq!(t.to_rfc3339(), "1970-01-01T00:00:01.999999Z");
+        // Seconds chrono cannot represent are an error, not a panic.
+        let huge = [0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        assert!(Time::decode(&huge[..]).is_err());
     }
 }
