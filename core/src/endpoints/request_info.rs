@@ -123,7 +123,10 @@ impl RequestInfoFactory {
         if SPECIAL_VERBS.contains(&parts[0]) {
             if parts.len() < 2 {
                 return Err(RequestInfoError {
-                    url: uri.to_string(),
+                    // Go prints a server request's URL as path and query.
+                    url: uri
+                        .path_and_query()
+                        .map_or_else(|| uri.path().to_string(), |pq| pq.to_string()),
                     partial: Box::new(info),
                 });
             }

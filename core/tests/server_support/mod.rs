@@ -192,6 +192,9 @@ impl Connection {
     ) -> hyper::Result<http::Response<Incoming>> {
         match self {
             Connection::Http1(s) => {
+                // Origin form on the request line, as real HTTP/1.1 clients send it.
+                let origin = request.uri().path_and_query().unwrap().clone();
+                *request.uri_mut() = http::Uri::from(origin);
                 s.ready().await?;
                 s.send_request(request).await
             }

@@ -8,6 +8,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http::StatusCode;
 
+use super::request_info::request_uri;
 use crate::auth::{Attributes, Authorizer, Decision, User, go_quote};
 use crate::endpoints::RequestInfo;
 use crate::server::status::{internal_error, status_response};
@@ -32,7 +33,7 @@ pub async fn authorize(
             tracing::error!(uri = %request.uri(), "authorization error: {e}");
             internal_error(&format!(
                 "Internal Server Error: {}: {e}",
-                go_quote(&request.uri().to_string())
+                go_quote(&request_uri(request.uri()))
             ))
         }
     }

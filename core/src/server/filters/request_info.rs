@@ -24,7 +24,7 @@ pub async fn with_request_info(
         }
         Err(e) => internal_error(&format!(
             "Internal Server Error: {}: failed to create RequestInfo: {e}",
-            crate::auth::go_quote(&request.uri().to_string())
+            crate::auth::go_quote(&request_uri(request.uri()))
         )),
     }
 }
@@ -39,4 +39,10 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestInfo {
             .cloned()
             .ok_or_else(|| internal_error("no RequestInfo found in the context"))
     }
+}
+
+/// Go's `RequestURI` as servers see it: path and query.
+pub(crate) fn request_uri(uri: &http::Uri) -> String {
+    uri.path_and_query()
+        .map_or_else(|| uri.path().to_string(), |pq| pq.to_string())
 }
