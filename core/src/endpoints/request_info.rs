@@ -100,11 +100,7 @@ impl RequestInfoFactory {
         info.api_prefix = parts[0].to_string();
         parts = &parts[1..];
 
-        if !self
-            .groupless_api_prefixes
-            .iter()
-            .any(|p| *p == info.api_prefix)
-        {
+        if !self.groupless_api_prefixes.contains(&info.api_prefix) {
             // The prefix is consumed already, so this asks "were there four parts?".
             if parts.len() < 3 {
                 return Ok(info);
@@ -283,8 +279,8 @@ fn split_term(term: &str) -> Option<(&str, &str, &str)> {
     for (i, _) in term.char_indices() {
         let rest = &term[i..];
         for op in ["!=", "==", "="] {
-            if rest.starts_with(op) {
-                return Some((&term[..i], op, &rest[op.len()..]));
+            if let Some(value) = rest.strip_prefix(op) {
+                return Some((&term[..i], op, value));
             }
         }
     }
@@ -326,11 +322,26 @@ mod tests {
         RequestInfoFactory::default().parse(&method, &uri).unwrap()
     }
 
+    /// method, url, verb, prefix, group, version, namespace, resource, subresource, name, parts
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a [&'a str],
+    );
+
     /// Upstream's `TestGetAPIRequestInfo` success cases.
     #[test]
     fn resource_requests() {
         #[rustfmt::skip]
-        let cases: &[(&str, &str, &str, &str, &str, &str, &str, &str, &str, &str, &[&str])] = &[
+        let cases: &[Case] = &[
             // method, url, verb, prefix, group, version, namespace, resource, subresource, name, parts
             ("GET", "/api/v1/namespaces", "list", "api", "", "v1", "", "namespaces", "", "", &["namespaces"]),
             ("GET", "/api/v1/namespaces/other", "get", "api", "", "v1", "other", "namespaces", "", "other", &["namespaces", "other"]),

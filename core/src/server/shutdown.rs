@@ -35,7 +35,7 @@ impl ShutdownSignal {
     }
 
     /// Completes when shutdown has been asked for.
-    pub fn initiated(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub fn initiated(&self) -> impl Future<Output = ()> + Send + use<> {
         self.initiated.clone().cancelled_owned()
     }
 
@@ -46,12 +46,12 @@ impl ShutdownSignal {
 
     /// Completes when the server starts draining. Long-running handlers select on this and end their
     /// responses cleanly (a watch simply ends its stream; clients re-list or re-watch elsewhere).
-    pub fn draining(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub fn draining(&self) -> impl Future<Output = ()> + Send + use<> {
         self.draining.clone().cancelled_owned()
     }
 
     /// Wraps a response stream so that it ends when the server starts draining.
-    pub fn end_with_drain<S: Stream>(&self, stream: S) -> impl Stream<Item = S::Item> {
+    pub fn end_with_drain<S: Stream>(&self, stream: S) -> impl Stream<Item = S::Item> + use<S> {
         use futures::StreamExt;
         stream.take_until(self.draining())
     }
