@@ -1,45 +1,20 @@
-//! Error responses as `metav1.Status` JSON, built in one place so that the typed `meta::Status` can replace
-//! the hand-written body without touching the filters.
+//! Error responses of the filters and fallbacks: a [`Status`] written as JSON, in one place.
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
-use serde::Serialize;
 
-/// The body of a failure `Status`, fields in upstream's order.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct StatusBody<'a> {
-    kind: &'static str,
-    api_version: &'static str,
-    metadata: serde_json::Map<String, serde_json::Value>,
-    status: &'static str,
-    message: &'a str,
-    reason: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    details: Option<serde_json::Value>,
-    code: u16,
-}
+use crate::meta::{Status, StatusDetails, reason};
 
-/// A failure `Status` response: `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-/// "message":...,"reason":...,"details":...,"code":...}` with the matching HTTP status.
-pub fn status_response(
-    code: StatusCode,
-    reason: &str,
-    message: &str,
-    details: Option<serde_json::Value>,
-) -> Response {
-    let body = StatusBody {
-        kind: "Status",
-        api_version: "v1",
-        metadata: serde_json::Map::new(),
-        status: "Failure",
-        message,
-        reason,
-        details,
-        code: code.as_u16(),
-    };
-    // Serializing this struct cannot fail: it holds only strings, numbers and JSON values.
-    let json = serde_json::to_vec(&body).unwrap_or_default();
+/// Writes a `Status` as the JSON response, with its `code` as the HTTP status (500 if the code is not a valid
+/// HTTP status). Content negotiation (YAML, protobuf) comes with the codecs; filters answer in JSON, as
+/// upstream's do before a group version is known.
+pub fn status_response(status: &Status) -> Response {
+    let code = u16::try_from(status.code)
+        .ok()
+        .and_then(|c| StatusCode::from_u16(c).ok())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    // Serializing a Status cannot fail: it holds only strings, numbers and lists of them.
+    let json = serde_json::to_vec(status).unwrap_or_default();
     let mut response = (code, json).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -50,32 +25,29 @@ pub fn status_response(
 
 /// 500 `InternalError`.
 pub fn internal_error(message: &str) -> Response {
-    status_response(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "InternalError",
-        message,
-        None,
-    )
+    status_response(&Status::failure(500, reason::INTERNAL_ERROR, message))
 }
 
-/// 404 for a path nothing serves (upstream's `NotFound` handler).
+/// 404 for a path nothing serves (upstream's `NotFound` handler, with empty details).
 pub fn not_found() -> Response {
-    status_response(
-        StatusCode::NOT_FOUND,
-        "NotFound",
+    let mut status = Status::failure(
+        404,
+        reason::NOT_FOUND,
         "the server could not find the requested resource",
-        Some(serde_json::json!({})),
-    )
+    );
+    status.details = Some(StatusDetails::default());
+    status_response(&status)
 }
 
 /// 405 for a served path with a method it does not serve.
 pub fn method_not_allowed() -> Response {
-    status_response(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "MethodNotAllowed",
+    let mut status = Status::failure(
+        405,
+        reason::METHOD_NOT_ALLOWED,
         "the server does not allow this method on the requested resource",
-        Some(serde_json::json!({})),
-    )
+    );
+    status.details = Some(StatusDetails::default());
+    status_response(&status)
 }
 
 #[cfg(test)]

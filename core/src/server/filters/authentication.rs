@@ -7,10 +7,11 @@ use std::sync::Arc;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
+use http::header;
 use http::request::Parts;
-use http::{StatusCode, header};
 
 use crate::auth::{Authenticator, User};
+use crate::meta::Status;
 use crate::server::status::{internal_error, status_response};
 
 /// Authenticates the request; no user (or an authenticator error) is 401 `Unauthorized`.
@@ -35,12 +36,7 @@ pub async fn authenticate(
 }
 
 fn unauthorized() -> Response {
-    status_response(
-        StatusCode::UNAUTHORIZED,
-        "Unauthorized",
-        "Unauthorized",
-        None,
-    )
+    status_response(&Status::unauthorized("Unauthorized"))
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for User {

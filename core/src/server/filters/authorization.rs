@@ -6,11 +6,11 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use http::StatusCode;
 
 use super::request_info::request_uri;
 use crate::auth::{Attributes, Authorizer, Decision, User, go_quote};
 use crate::endpoints::RequestInfo;
+use crate::meta::Status;
 use crate::server::status::{internal_error, status_response};
 
 /// Lets allowed requests through; the rest get 403 `Forbidden`, or 500 if the authorizer failed.
@@ -52,40 +52,16 @@ pub fn forbidden(attributes: &Attributes, reason: &str) -> Response {
     if !reason.is_empty() {
         message = format!("{message}: {reason}");
     }
-    // apierrors.NewForbidden(GroupResource{group, resource}, name, err)
-    let group_resource = if attributes.is_resource_request && !attributes.resource.is_empty() {
-        if attributes.api_group.is_empty() {
-            attributes.resource.clone()
-        } else {
-            format!("{}.{}", attributes.resource, attributes.api_group)
-        }
+    // apierrors.NewForbidden(GroupResource{group, resource}, name, err): empty for non-resource requests.
+    let status = if attributes.is_resource_request {
+        Status::forbidden(
+            &attributes.api_group,
+            &attributes.resource,
+            &attributes.name,
+            &message,
+        )
     } else {
-        String::new()
+        Status::forbidden("", "", "", &message)
     };
-    let message = match (group_resource.is_empty(), attributes.name.is_empty()) {
-        (true, _) => format!("forbidden: {message}"),
-        (false, true) => format!("{group_resource} is forbidden: {message}"),
-        (false, false) => format!(
-            "{group_resource} {} is forbidden: {message}",
-            go_quote(&attributes.name)
-        ),
-    };
-    let mut details = serde_json::Map::new();
-    if attributes.is_resource_request {
-        for (key, value) in [
-            ("name", &attributes.name),
-            ("group", &attributes.api_group),
-            ("kind", &attributes.resource),
-        ] {
-            if !value.is_empty() {
-                details.insert(key.to_string(), value.clone().into());
-            }
-        }
-    }
-    status_response(
-        StatusCode::FORBIDDEN,
-        "Forbidden",
-        &message,
-        Some(serde_json::Value::Object(details)),
-    )
+    status_response(&status)
 }
