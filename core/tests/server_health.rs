@@ -51,7 +51,14 @@ async fn healthz_livez_readyz() {
         500
     );
     hook_tx.send(()).unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while client.get("/healthz").await.status != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hook never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     let reply = client.get("/healthz").await;
     assert_eq!((reply.status.as_u16(), reply.body.as_str()), (200, "ok"));
@@ -174,7 +181,7 @@ async fn version_and_not_found() {
 async fn readyz_fails_during_the_shutdown_delay_while_serving_continues() {
     let dir = TempDir::new();
     let mut options = ServingOptions::loopback_ephemeral(&dir.0);
-    options.shutdown_delay_duration = Duration::from_millis(1500);
+    options.shutdown_delay_duration = Duration::from_secs(3);
     let server = start_with_options(options, Server::builder("test")).await;
     let client = server.client(Protocol::Http2);
     assert_eq!(client.get("/readyz").await.body, "ok");
