@@ -18,6 +18,30 @@
 //! server.run_until_signal().await
 //! # }
 //! ```
+//!
+//! Handlers read what the filters found through extractors, add warnings, and end long-running responses
+//! when the server drains:
+//!
+//! ```
+//! use apiserver::auth::User;
+//! use apiserver::endpoints::RequestInfo;
+//! use apiserver::server::{ShutdownSignal, Warnings};
+//! use axum::body::Body;
+//!
+//! async fn list(info: RequestInfo, user: User, warnings: Warnings) -> String {
+//!     warnings.add("restaurant.example.com/v1alpha1 Pizza is deprecated; use v1beta1");
+//!     format!("{} {} in {:?} as {}", info.verb, info.resource, info.namespace, user.name)
+//! }
+//!
+//! async fn watch(shutdown: ShutdownSignal) -> Body {
+//!     let events = futures::stream::pending::<Result<String, std::io::Error>>();
+//!     Body::from_stream(shutdown.end_with_drain(events))
+//! }
+//!
+//! let routes: axum::Router = axum::Router::new()
+//!     .route("/apis/restaurant.example.com/v1/namespaces/{ns}/pizzas", axum::routing::get(list))
+//!     .route("/apis/restaurant.example.com/v1/watch/pizzas", axum::routing::get(watch));
+//! ```
 
 pub mod filters;
 mod healthz;
