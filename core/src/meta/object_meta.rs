@@ -13,6 +13,7 @@ use super::json::{deserialize_raw_json, is_zero_i64, null_as_default, serialize_
 /// `apiVersion` and `kind`: which schema a serialized object follows.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize, prost::Message)]
 pub struct TypeMeta {
+    /// The kind, e.g. `Pizza`.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -20,6 +21,7 @@ pub struct TypeMeta {
     )]
     #[prost(string, required, tag = "1")]
     pub kind: String,
+    /// `group/version`, or `v1` for the core group.
     #[serde(
         default,
         rename = "apiVersion",
@@ -34,6 +36,7 @@ pub struct TypeMeta {
 #[derive(Clone, PartialEq, Serialize, Deserialize, prost::Message)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta {
+    /// Unique within a namespace (or the cluster, for cluster-scoped kinds).
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -41,6 +44,7 @@ pub struct ObjectMeta {
     )]
     #[prost(string, required, tag = "1")]
     pub name: String,
+    /// Prefix from which the server generates `name` when `name` is empty.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -48,6 +52,7 @@ pub struct ObjectMeta {
     )]
     #[prost(string, required, tag = "2")]
     pub generate_name: String,
+    /// The namespace; empty for cluster-scoped objects.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -55,6 +60,7 @@ pub struct ObjectMeta {
     )]
     #[prost(string, required, tag = "3")]
     pub namespace: String,
+    /// Deprecated upstream and no longer set; kept for clients that send it.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -62,6 +68,7 @@ pub struct ObjectMeta {
     )]
     #[prost(string, required, tag = "4")]
     pub self_link: String,
+    /// Unique in time and space; set by the server on create.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -69,6 +76,7 @@ pub struct ObjectMeta {
     )]
     #[prost(string, required, tag = "5")]
     pub uid: String,
+    /// Opaque version for optimistic concurrency and watches.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -76,6 +84,7 @@ pub struct ObjectMeta {
     )]
     #[prost(string, required, tag = "6")]
     pub resource_version: String,
+    /// Incremented by the server on each change of the desired state.
     #[serde(
         default,
         skip_serializing_if = "is_zero_i64",
@@ -87,12 +96,15 @@ pub struct ObjectMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[prost(message, optional, tag = "8")]
     pub creation_timestamp: Option<Time>,
+    /// When graceful deletion was requested; set by the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[prost(message, optional, tag = "9")]
     pub deletion_timestamp: Option<Time>,
+    /// Seconds the object is given to terminate after `deletion_timestamp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[prost(int64, optional, tag = "10")]
     pub deletion_grace_period_seconds: Option<i64>,
+    /// Identifying key/value pairs that selectors match.
     #[serde(
         default,
         skip_serializing_if = "BTreeMap::is_empty",
@@ -100,6 +112,7 @@ pub struct ObjectMeta {
     )]
     #[prost(btree_map = "string, string", tag = "11")]
     pub labels: BTreeMap<String, String>,
+    /// Non-identifying key/value pairs for tools.
     #[serde(
         default,
         skip_serializing_if = "BTreeMap::is_empty",
@@ -107,6 +120,7 @@ pub struct ObjectMeta {
     )]
     #[prost(btree_map = "string, string", tag = "12")]
     pub annotations: BTreeMap<String, String>,
+    /// Objects this one depends on (garbage collection).
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
@@ -114,6 +128,7 @@ pub struct ObjectMeta {
     )]
     #[prost(message, repeated, tag = "13")]
     pub owner_references: Vec<OwnerReference>,
+    /// Must all be removed before the object is deleted.
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
@@ -121,6 +136,7 @@ pub struct ObjectMeta {
     )]
     #[prost(string, repeated, tag = "14")]
     pub finalizers: Vec<String>,
+    /// Which manager owns which fields (server-side apply).
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
@@ -134,6 +150,7 @@ pub struct ObjectMeta {
 #[derive(Clone, PartialEq, Serialize, Deserialize, prost::Message)]
 #[serde(rename_all = "camelCase")]
 pub struct ListMeta {
+    /// Deprecated upstream and no longer set.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -141,6 +158,7 @@ pub struct ListMeta {
     )]
     #[prost(string, required, tag = "1")]
     pub self_link: String,
+    /// The revision the list was read at; watch from it.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -148,6 +166,7 @@ pub struct ListMeta {
     )]
     #[prost(string, required, tag = "2")]
     pub resource_version: String,
+    /// Token for the next page; empty on the last page.
     #[serde(
         default,
         rename = "continue",
@@ -156,6 +175,7 @@ pub struct ListMeta {
     )]
     #[prost(string, required, tag = "3")]
     pub continue_: String,
+    /// Items after this page, when the server knows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[prost(int64, optional, tag = "4")]
     pub remaining_item_count: Option<i64>,
@@ -178,21 +198,27 @@ pub struct ShardInfo {
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize, prost::Message)]
 #[serde(rename_all = "camelCase")]
 pub struct OwnerReference {
+    /// The owner's `apiVersion` (always emitted).
     #[serde(default, deserialize_with = "null_as_default")]
     #[prost(string, required, tag = "5")]
     pub api_version: String,
+    /// The owner's kind (always emitted).
     #[serde(default, deserialize_with = "null_as_default")]
     #[prost(string, required, tag = "1")]
     pub kind: String,
+    /// The owner's name (always emitted).
     #[serde(default, deserialize_with = "null_as_default")]
     #[prost(string, required, tag = "3")]
     pub name: String,
+    /// The owner's UID (always emitted).
     #[serde(default, deserialize_with = "null_as_default")]
     #[prost(string, required, tag = "4")]
     pub uid: String,
+    /// Whether the owner is the managing controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[prost(bool, optional, tag = "6")]
     pub controller: Option<bool>,
+    /// Whether foreground deletion of the owner waits for this object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[prost(bool, optional, tag = "7")]
     pub block_owner_deletion: Option<bool>,
@@ -202,6 +228,7 @@ pub struct OwnerReference {
 #[derive(Clone, PartialEq, Serialize, Deserialize, prost::Message)]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedFieldsEntry {
+    /// The manager's name, e.g. `kubectl`.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -209,6 +236,7 @@ pub struct ManagedFieldsEntry {
     )]
     #[prost(string, required, tag = "1")]
     pub manager: String,
+    /// `Apply` or `Update`.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -216,6 +244,7 @@ pub struct ManagedFieldsEntry {
     )]
     #[prost(string, required, tag = "2")]
     pub operation: String,
+    /// The version the fields are expressed in.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -223,9 +252,11 @@ pub struct ManagedFieldsEntry {
     )]
     #[prost(string, required, tag = "3")]
     pub api_version: String,
+    /// When the manager last changed these fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[prost(message, optional, tag = "4")]
     pub time: Option<Time>,
+    /// Format of `fields_v1`: `FieldsV1`.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
@@ -233,9 +264,11 @@ pub struct ManagedFieldsEntry {
     )]
     #[prost(string, required, tag = "6")]
     pub fields_type: String,
+    /// The owned field set.
     #[serde(default, rename = "fieldsV1", skip_serializing_if = "Option::is_none")]
     #[prost(message, optional, tag = "7")]
     pub fields_v1: Option<FieldsV1>,
+    /// The subresource the change went through, e.g. `status`.
     #[serde(
         default,
         skip_serializing_if = "String::is_empty",
