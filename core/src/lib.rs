@@ -4,10 +4,13 @@
 //! `codec` (JSON, YAML, protobuf), `validation` (field errors), `registry` (the generic store and strategies),
 //! `storage` (the backend contract, memory backend, watch cache).
 
+pub mod auth;
 pub mod codec;
+pub mod endpoints;
 pub mod meta;
 pub mod registry;
 pub mod runtime;
+pub mod server;
 pub mod storage;
 pub mod validation;
 
