@@ -156,7 +156,7 @@ impl Hub {
                 if row.revision <= s.last {
                     continue;
                 }
-                if row.revision != s.last + 1 && meta.compacted >= s.last + 1 {
+                if row.revision != s.last + 1 && meta.compacted > s.last {
                     // Compaction removed revisions these watchers never saw.
                     fail_all(&mut s, StorageError::watch_expired());
                 }

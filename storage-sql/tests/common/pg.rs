@@ -118,6 +118,8 @@ fn start() -> PgServer {
         data = data.display(),
         dir = dir.display(),
     );
+    // Deliberately never waited for: the watchdog must outlive this process.
+    #[allow(clippy::zombie_processes)]
     Command::new("sh")
         .arg("-c")
         .arg(watchdog)
