@@ -11,7 +11,9 @@ use apiserver::storage::{StorageError, StoredObject};
 use bytes::Bytes;
 use sqlx::Row;
 
-use crate::options::{SqlStorageOptions, SqliteSynchronous};
+use crate::options::SqlStorageOptions;
+#[cfg(feature = "sqlite")]
+use crate::options::SqliteSynchronous;
 use crate::schema::{self, Migration};
 
 /// How long a statement may wait for a connection, and SQLite for the file lock held by another process.
@@ -66,6 +68,7 @@ macro_rules! walk {
     };
 }
 
+#[cfg(feature = "sqlite")]
 macro_rules! latest_sqlite {
     () => {
         "apiserver_log l ON l.revision = (SELECT x.revision FROM apiserver_log x WHERE x.name = k.name \
@@ -73,6 +76,7 @@ macro_rules! latest_sqlite {
     };
 }
 
+#[cfg(feature = "postgres")]
 macro_rules! latest_pg {
     () => {
         "LATERAL (SELECT x.revision, x.deleted, x.value FROM apiserver_log x WHERE x.name = k.name \
@@ -659,6 +663,7 @@ impl Db {
     /// on Postgres, nothing (autovacuum does it).
     pub async fn reclaim(&self) -> Result<(), StorageError> {
         #[cfg(feature = "sqlite")]
+        #[allow(irrefutable_let_patterns)]
         if let Db::Sqlite { writer, .. } = self {
             sqlx::query("PRAGMA incremental_vacuum")
                 .execute(writer)

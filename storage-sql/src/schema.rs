@@ -17,8 +17,10 @@ pub(crate) struct Migration {
 }
 
 /// The table that records applied versions.
+#[cfg(feature = "sqlite")]
 pub(crate) const VERSION_TABLE_SQLITE: &str = "CREATE TABLE IF NOT EXISTS apiserver_schema_version \
      (version INTEGER PRIMARY KEY, description TEXT NOT NULL) STRICT";
+#[cfg(feature = "postgres")]
 pub(crate) const VERSION_TABLE_POSTGRES: &str = "CREATE TABLE IF NOT EXISTS apiserver_schema_version \
      (version BIGINT PRIMARY KEY, description TEXT NOT NULL)";
 
