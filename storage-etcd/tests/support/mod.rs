@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apiserver::storage::{
-    GetOptions, ListOptions, ListResult, Preconditions, Stats, Storage, StorageError,
-    StoredObject, TryUpdate, ValidateDeletion, WatchOptions, WatchStream,
+    GetOptions, ListOptions, ListResult, Preconditions, Stats, Storage, StorageError, StoredObject,
+    TryUpdate, ValidateDeletion, WatchOptions, WatchStream,
 };
 use apiserver_storage_etcd::etcd_client::{self, Client, ConnectOptions};
 use apiserver_storage_etcd::{EtcdConfig, EtcdStorage};
@@ -211,7 +211,10 @@ impl EtcdServer {
 
     /// Kills etcd (keeping its data), as a crash would.
     pub fn stop(&mut self) {
-        for child in [self.child.take(), self.watchdog.take()].into_iter().flatten() {
+        for child in [self.child.take(), self.watchdog.take()]
+            .into_iter()
+            .flatten()
+        {
             let mut child = child;
             let _ = child.kill();
             let _ = child.wait();
@@ -349,3 +352,81 @@ impl Storage for WithServer {
 
 /// Keeps `etcd_client` in use for test files that need only the harness.
 pub type RawClient = etcd_client::Client;
+
+/// A loopback TCP proxy in front of etcd that a test can cut (dropping every connection and refusing new ones)
+/// and resume, to break a client's connection while etcd itself stays up.
+pub struct Proxy {
+    addr: std::net::SocketAddr,
+    open: Arc<std::sync::atomic::AtomicBool>,
+    conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Starts proxying a new loopback port to `target` (`host:port`).
+    pub async fn start(target: String) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("proxy listener");
+        let addr = listener.local_addr().expect("proxy address");
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let (o, c) = (open.clone(), conns.clone());
+        let accept = tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    continue;
+                };
+                if !o.load(std::sync::atomic::Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
+                let target = target.clone();
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                c.lock().expect("proxy lock").push(task.abort_handle());
+            }
+        });
+        Proxy {
+            addr,
+            open,
+            conns,
+            accept,
+        }
+    }
+
+    /// The proxy's client URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Drops every proxied connection and refuses new ones until [`Proxy::resume`].
+    pub fn cut(&self) {
+        self.open.store(false, std::sync::atomic::Ordering::SeqCst);
+        for c in self.conns.lock().expect("proxy lock").drain(..) {
+            c.abort();
+        }
+    }
+
+    /// Accepts connections again.
+    pub fn resume(&self) {
+        self.open.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut();
+    }
+}
+
+impl EtcdServer {
+    /// The client address as `host:port`, for a [`Proxy`].
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port)
+    }
+}
