@@ -10,6 +10,9 @@
 //!   the same data as a Go apiserver.
 //!
 //! Flags live in [`EtcdOptions`] (upstream names), to be flattened into a server's options.
+//!
+//! Building needs `protoc` and the protobuf well-known types (Debian: `protobuf-compiler libprotobuf-dev`); the
+//! tests start Debian's `etcd` (package `etcd-server`) on free loopback ports.
 
 mod compact;
 mod error;

@@ -397,7 +397,11 @@ impl Storage for EtcdStorage {
                 rev,
             )?);
             if opts.predicate.is_everything() {
-                result.remaining_item_count = Some((count - want as i64).max(0));
+                result.remaining_item_count = Some(
+                    count
+                        .saturating_sub(i64::try_from(want).unwrap_or(i64::MAX))
+                        .max(0),
+                );
             }
         }
         Ok(result)
