@@ -46,6 +46,8 @@ pub struct EtcdServer {
     client_port: u16,
     peer_port: u16,
     tls: Option<ServerTls>,
+    /// A unique member name: the health probe checks it, so it never mistakes another test's etcd for ours.
+    name: String,
     /// Client options the health probe uses (TLS needs a client certificate).
     probe: ConnectOptions,
 }
@@ -86,6 +88,7 @@ impl EtcdServer {
                 client_port: free_port(),
                 peer_port: free_port(),
                 tls: tls.clone(),
+                name: format!("test-{}", uuid::Uuid::new_v4().simple()),
                 probe: probe.clone(),
             };
             server.spawn();
@@ -135,7 +138,7 @@ impl EtcdServer {
             }
         }
         cmd.arg("--name")
-            .arg("test")
+            .arg(&self.name)
             .arg("--data-dir")
             .arg(self.data_dir())
             .arg("--listen-client-urls")
@@ -147,7 +150,7 @@ impl EtcdServer {
             .arg("--initial-advertise-peer-urls")
             .arg(&peer)
             .arg("--initial-cluster")
-            .arg(format!("test={peer}"))
+            .arg(format!("{}={peer}", self.name))
             .arg("--initial-cluster-state")
             .arg("new")
             .arg("--logger")
@@ -199,10 +202,11 @@ impl EtcdServer {
             }
             let probe = async {
                 let mut c = Client::connect([self.url()], Some(self.probe.clone())).await?;
-                c.get("health", None).await
+                c.get("health", None).await?;
+                c.member_list().await
             };
-            if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(3), probe).await {
-                return true;
+            if let Ok(Ok(members)) = tokio::time::timeout(Duration::from_secs(3), probe).await {
+                return members.members().iter().any(|m| m.name() == self.name);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
