@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(protobuf-compiler etcd-server libclang-dev clang)
+packages=(protobuf-compiler libprotobuf-dev etcd-server postgresql-15 build-essential libclang-dev clang)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
