@@ -1,9 +1,10 @@
 //! A framework for Kubernetes-style API servers (aggregated extension apiservers) with pluggable storage.
 //!
 //! Modules follow the path of a request: `meta` (wire types), `runtime` (objects, scheme),
-//! `codec` (JSON, YAML, protobuf), `validation` (field errors), `registry` (the generic store and strategies),
+//! `codec` (JSON, YAML, protobuf), `endpoints` (REST handlers), `admission` (plugins), `validation` (field errors), `registry` (the generic store and strategies),
 //! `storage` (the backend contract, memory backend, watch cache).
 
+pub mod admission;
 pub mod auth;
 pub mod codec;
 pub mod endpoints;

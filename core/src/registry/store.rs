@@ -147,6 +147,24 @@ impl<T: Resource> Store<T> {
         })
     }
 
+    /// A store whose reads and watches are served from a [`WatchCache`](crate::storage::cache::WatchCache) of
+    /// this resource over `backend`; writes go through to `backend`. Must be called within a tokio runtime.
+    pub fn cached(
+        backend: Arc<dyn Storage>,
+        prefix: &str,
+        codec: ResourceCodec<T>,
+        strategy: Arc<dyn Strategy<T>>,
+        storage_format: MediaType,
+    ) -> Result<Self, StorageError> {
+        let keys = ResourceKeys::new(prefix, T::PLURAL)?;
+        let cache = storage::cache::WatchCache::new(
+            backend,
+            keys.root(),
+            storage::cache::CacheConfig::default(),
+        )?;
+        Self::new(Arc::new(cache), prefix, codec, strategy, storage_format)
+    }
+
     pub fn codec(&self) -> &ResourceCodec<T> {
         &self.codec
     }
@@ -221,6 +239,23 @@ impl<T: Resource> Store<T> {
         Ok(())
     }
 
+    /// Everything but metadata and status, in the storage version: a change to it bumps `metadata.generation`
+    /// (what upstream strategies do by comparing `spec`, done once here for every type).
+    fn desired_state(&self, object: &T) -> Result<serde_json::Value, ApiError> {
+        let json = self
+            .codec
+            .encode_stored(object, MediaType::Json)
+            .map_err(ApiError::internal)?;
+        let mut value: serde_json::Value =
+            serde_json::from_slice(&json).map_err(ApiError::internal)?;
+        if let Some(map) = value.as_object_mut() {
+            for field in ["metadata", "status", "apiVersion", "kind"] {
+                map.remove(field);
+            }
+        }
+        Ok(value)
+    }
+
     /// Upstream `rest.BeforeCreate`: namespace, strategy preparation, generated name, validation, canonical form.
     fn before_create(
         &self,
@@ -231,6 +266,7 @@ impl<T: Resource> Store<T> {
         let meta = object.metadata_mut();
         meta.deletion_timestamp = None;
         meta.deletion_grace_period_seconds = None;
+        meta.generation = 1;
         self.strategy.prepare_for_create(object);
         let meta = object.metadata_mut();
         if meta.name.is_empty() && !meta.generate_name.is_empty() {
@@ -270,6 +306,9 @@ impl<T: Resource> Store<T> {
         }
         if meta.deletion_grace_period_seconds.is_none() {
             meta.deletion_grace_period_seconds = old_meta.deletion_grace_period_seconds;
+        }
+        if self.desired_state(object)? != self.desired_state(old)? {
+            object.metadata_mut().generation = old.metadata().generation + 1;
         }
         self.strategy.prepare_for_update(object, old);
         let mut errors =

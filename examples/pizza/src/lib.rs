@@ -1,9 +1,13 @@
 //! The pizza sample API server: types, defaults, conversion and validation of
 //! `restaurant.programming-kubernetes.info`, as in programming-kubernetes/pizza-apiserver.
 //!
-//! `restaurant` holds the hub types (what a pizza means); `v1alpha1` and `v1beta1` are the served versions.
+//! `restaurant` holds the hub types (what a pizza means); `v1alpha1` and `v1beta1` are the served versions;
+//! `strategy` and `admission` are the per-type rules; `server` assembles the binary's server.
 
+pub mod admission;
 pub mod restaurant;
+pub mod server;
+pub mod strategy;
 pub mod v1alpha1;
 pub mod v1beta1;
 pub mod validation;

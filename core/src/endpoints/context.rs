@@ -1,0 +1,85 @@
+//! What every verb handler gets: the parsed request, who made it, where warnings go, and the body reader.
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::HeaderMap;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use super::RequestInfo;
+use super::api::MAX_REQUEST_BODY_BYTES;
+use super::params::Params;
+use crate::auth::User;
+use crate::codec::{CodecError, MediaType, negotiate_input};
+use crate::registry::ApiError;
+use crate::server::{ShutdownSignal, Warnings};
+
+/// One request to a resource endpoint, parsed once.
+pub(crate) struct Context {
+    pub info: RequestInfo,
+    pub headers: HeaderMap,
+    pub params: Params,
+    pub user: User,
+    pub warnings: Warnings,
+    /// Ends watch streams when the server drains.
+    pub shutdown: Option<ShutdownSignal>,
+}
+
+impl Context {
+    /// The namespace of the request, `None` for cluster scope or all namespaces.
+    pub fn namespace(&self) -> Option<&str> {
+        Some(self.info.namespace.as_str()).filter(|ns| !ns.is_empty())
+    }
+
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    pub fn version(&self) -> &str {
+        &self.info.api_version
+    }
+
+    pub fn header(&self, name: http::header::HeaderName) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The decoder for the body's `Content-Type` (415 with upstream's text when unsupported).
+    pub fn input_media_type(&self) -> Result<MediaType, ApiError> {
+        negotiate_input(
+            self.header(http::header::CONTENT_TYPE),
+            &MediaType::ALL,
+            false,
+        )
+        .map_err(codec_error)
+    }
+
+    /// Reads the body, refusing more than [`MAX_REQUEST_BODY_BYTES`] with 413 (upstream's `limitedReadBody`).
+    pub async fn read_body(&self, body: Body) -> Result<Bytes, ApiError> {
+        let too_large =
+            || ApiError::request_entity_too_large(&format!("limit is {MAX_REQUEST_BODY_BYTES}"));
+        let declared = self
+            .header(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > MAX_REQUEST_BODY_BYTES as u64) {
+            return Err(too_large());
+        }
+        match Limited::new(body, MAX_REQUEST_BODY_BYTES).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
+            Err(e) => Err(ApiError::bad_request(format!(
+                "error reading request body: {e}"
+            ))),
+        }
+    }
+
+    /// Passes decode warnings (`unknown field "spec.x"`) and strategy warnings on as `Warning` headers.
+    pub fn warn_all(&self, warnings: &[String]) {
+        for warning in warnings {
+            self.warnings.add(warning);
+        }
+    }
+}
+
+/// A codec error as the API error with the same code, reason and text.
+pub(crate) fn codec_error(err: CodecError) -> ApiError {
+    ApiError::new(err.code(), err.reason(), err.to_string())
+}

@@ -1,0 +1,248 @@
+//! The pizza-apiserver: its command line, the storage backend it chose, and the assembled server.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use apiserver::admission::{AdmissionOptions, Initializer, Plugins};
+use apiserver::codec::MediaType;
+use apiserver::endpoints::Api;
+use apiserver::registry::Store;
+use apiserver::server::{HealthCheck, ServeError, Server, ServingOptions, VersionInfo};
+use apiserver::storage::Storage;
+use apiserver::storage::memory::MemoryStorage;
+use apiserver_storage_etcd::{EtcdOptions, EtcdStorage, StorageMediaType};
+use apiserver_storage_sql::{SqlStorage, SqlStorageOptions};
+use base64::Engine;
+
+use crate::admission::{PIZZA_TOPPINGS, PizzaToppings};
+use crate::restaurant::{Pizza, Topping};
+use crate::strategy::{PizzaStrategy, ToppingStrategy};
+use crate::{pizza_codec, topping_codec};
+
+/// Where objects are kept under in every backend (the Go pizza-apiserver's etcd prefix).
+pub const STORAGE_PREFIX: &str = "/registry/pizza-apiserver.programming-kubernetes.info";
+
+/// The storage engines the server can run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// In process memory: gone when the server stops.
+    Memory,
+    /// SQLite: a file in --data-dir, or --storage-url sqlite://PATH.
+    Sqlite,
+    /// Postgres at --storage-url postgres://...; several servers may share one database.
+    Postgres,
+    /// etcd at --etcd-servers; several servers may share one etcd.
+    Etcd,
+}
+
+/// The command line: upstream's serving and etcd flags plus the backend choice and the data directory.
+#[derive(Clone, Debug, clap::Parser)]
+#[command(
+    name = "pizza-apiserver",
+    version,
+    about = "The pizza sample API server (restaurant.programming-kubernetes.info)"
+)]
+pub struct Options {
+    #[command(flatten)]
+    pub serving: ServingOptions,
+
+    /// Where the server keeps its state: certificates, the kubeconfig it writes, and embedded databases.
+    #[arg(long = "data-dir", default_value = "pizza-apiserver.local.data")]
+    pub data_dir: PathBuf,
+
+    /// The storage engine.
+    #[arg(long = "storage-backend", value_enum, default_value_t = Backend::Memory)]
+    pub storage_backend: Backend,
+
+    #[command(flatten)]
+    pub sql: SqlStorageOptions,
+
+    #[command(flatten)]
+    pub etcd: EtcdOptions,
+}
+
+/// Starting the server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("storage: {0}")]
+    Storage(String),
+    #[error("admission: {0}")]
+    Admission(#[from] apiserver::admission::PluginError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// A bound pizza server, with where a client finds it.
+pub struct PizzaServer {
+    pub server: Server,
+    /// `https://127.0.0.1:<port>`.
+    pub url: String,
+    /// The kubeconfig written for this server.
+    pub kubeconfig: PathBuf,
+}
+
+/// Opens the storage, assembles the API and binds the server; the caller runs it.
+pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
+    let data_dir = &options.data_dir;
+    std::fs::create_dir_all(data_dir).map_err(|source| StartError::DataDir {
+        path: data_dir.clone(),
+        source,
+    })?;
+    let backend = open_backend(&options).await?;
+    let format = match options.etcd.storage_media_type {
+        StorageMediaType::Json => MediaType::Json,
+        StorageMediaType::Protobuf => MediaType::Protobuf,
+    };
+    let prefix = options
+        .etcd
+        .etcd_prefix
+        .clone()
+        .unwrap_or_else(|| STORAGE_PREFIX.to_string());
+    let storage_error = |e: apiserver::storage::StorageError| StartError::Storage(e.to_string());
+    let toppings = Store::<Topping>::cached(
+        backend.clone(),
+        &prefix,
+        topping_codec(),
+        Arc::new(ToppingStrategy),
+        format,
+    )
+    .map_err(storage_error)?;
+    let pizzas = Store::<Pizza>::cached(
+        backend.clone(),
+        &prefix,
+        pizza_codec(),
+        Arc::new(PizzaStrategy),
+        format,
+    )
+    .map_err(storage_error)?;
+
+    let mut initializer = Initializer::default();
+    initializer.listers.insert(toppings.clone());
+    let plugins = Plugins::new().register(PIZZA_TOPPINGS, true, PizzaToppings::build);
+    let admission = plugins.build(
+        &AdmissionOptions {
+            enable: options.serving.enable_admission_plugins.clone(),
+            disable: options.serving.disable_admission_plugins.clone(),
+        },
+        &initializer,
+    )?;
+
+    let api = Api::new(admission)
+        .resource(pizzas.clone())
+        .resource(toppings.clone());
+    let storage_check = backend.clone();
+    let caches: Vec<Arc<dyn Storage>> = vec![pizzas.storage().clone(), toppings.storage().clone()];
+    let server = Server::builder("pizza-apiserver")
+        .options(options.serving.clone())
+        .default_cert_dir(data_dir.join("certs"))
+        .version(VersionInfo::for_crate(
+            env!("CARGO_PKG_VERSION_MAJOR"),
+            env!("CARGO_PKG_VERSION_MINOR"),
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .readyz_check(HealthCheck::new("storage", move || {
+            let storage = storage_check.clone();
+            async move { storage.readiness().await.map_err(|e| e.to_string()) }
+        }))
+        .readyz_check(HealthCheck::new("watch-cache", move || {
+            let caches = caches.clone();
+            async move {
+                for cache in caches {
+                    cache.readiness().await.map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            }
+        }))
+        .routes(api.router())
+        .bind()
+        .await?;
+
+    let url = format!("https://127.0.0.1:{}", server.local_addr().port());
+    let kubeconfig = data_dir.join("kubeconfig");
+    write_kubeconfig(&kubeconfig, &url, &server, &options.serving)?;
+    Ok(PizzaServer {
+        server,
+        url,
+        kubeconfig,
+    })
+}
+
+async fn open_backend(options: &Options) -> Result<Arc<dyn Storage>, StartError> {
+    let error = |e: &dyn std::fmt::Display| StartError::Storage(e.to_string());
+    match options.storage_backend {
+        Backend::Memory => Ok(Arc::new(MemoryStorage::new())),
+        Backend::Sqlite | Backend::Postgres => {
+            let url = options.sql.url_or_default(&options.data_dir);
+            let wanted = if options.storage_backend == Backend::Sqlite {
+                "sqlite:"
+            } else {
+                "postgres"
+            };
+            if !url.starts_with(wanted) {
+                return Err(StartError::Storage(format!(
+                    "--storage-backend {:?} needs a {wanted}... --storage-url, got {url:?}",
+                    options.storage_backend
+                )));
+            }
+            let sql = SqlStorageOptions {
+                url: Some(url),
+                ..options.sql.clone()
+            };
+            Ok(SqlStorage::open(&sql)
+                .await
+                .map_err(|e| error(&e))?
+                .into_dyn())
+        }
+        Backend::Etcd => Ok(EtcdStorage::from_options(&options.etcd, STORAGE_PREFIX)
+            .await
+            .map_err(|e| error(&e))?
+            .into_dyn()),
+    }
+}
+
+/// Writes a kubeconfig that reaches this server: its URL, the CA of its serving certificate, and a user without
+/// credentials (requests are anonymous and every request is allowed until delegated authorization lands).
+fn write_kubeconfig(
+    path: &Path,
+    url: &str,
+    server: &Server,
+    serving: &ServingOptions,
+) -> Result<(), StartError> {
+    let authority = match (server.ca_pem(), &serving.tls_cert_file) {
+        (Some(pem), _) => format!(
+            "certificate-authority-data: {}",
+            base64::engine::general_purpose::STANDARD.encode(pem)
+        ),
+        (None, Some(cert)) => format!("certificate-authority: {}", cert.display()),
+        (None, None) => "insecure-skip-tls-verify: true".to_string(),
+    };
+    let kubeconfig = format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: pizza-apiserver
+  cluster:
+    server: {url}
+    {authority}
+contexts:
+- name: pizza-apiserver
+  context:
+    cluster: pizza-apiserver
+    user: pizza-apiserver
+    namespace: default
+current-context: pizza-apiserver
+users:
+- name: pizza-apiserver
+  user: {{}}
+"
+    );
+    std::fs::write(path, kubeconfig).map_err(|source| StartError::DataDir {
+        path: path.to_path_buf(),
+        source,
+    })
+}
