@@ -191,38 +191,6 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().expect("kubectl runs")
 }
 
-pub const TOPPINGS: &str = "
-apiVersion: restaurant.programming-kubernetes.info/v1alpha1
-kind: Topping
-metadata:
-  name: mozzarella
-spec:
-  cost: 1.0
----
-apiVersion: restaurant.programming-kubernetes.info/v1alpha1
-kind: Topping
-metadata:
-  name: salami
-spec:
-  cost: 0.2
----
-apiVersion: restaurant.programming-kubernetes.info/v1alpha1
-kind: Topping
-metadata:
-  name: tomato
-spec:
-  cost: 0.1
-";
-
-pub const MARGHERITA: &str = "
-apiVersion: restaurant.programming-kubernetes.info/v1alpha1
-kind: Pizza
-metadata:
-  name: margherita
-  labels:
-    style: classic
-spec:
-  toppings:
-  - mozzarella
-  - tomato
-";
+/// The example manifests of the README.
+pub const TOPPINGS: &str = include_str!("../../artifacts/toppings.yaml");
+pub const MARGHERITA: &str = include_str!("../../artifacts/margherita.yaml");
