@@ -2,8 +2,9 @@
 
 use axum::body::Body;
 use bytes::Bytes;
+use bytes::BytesMut;
 use http::HeaderMap;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 
 use super::RequestInfo;
 use super::api::MAX_REQUEST_BODY_BYTES;
@@ -12,6 +13,9 @@ use crate::auth::User;
 use crate::codec::{CodecError, MediaType, negotiate_input};
 use crate::registry::ApiError;
 use crate::server::{ShutdownSignal, Warnings};
+
+/// How much of an oversized body is read and dropped before answering 413.
+const DRAIN_LIMIT: usize = 4 * 1024 * 1024;
 
 /// One request to a resource endpoint, parsed once.
 pub(crate) struct Context {
@@ -52,23 +56,39 @@ impl Context {
         .map_err(codec_error)
     }
 
-    /// Reads the body, refusing more than [`MAX_REQUEST_BODY_BYTES`] with 413 (upstream's `limitedReadBody`).
+    /// Reads the body, refusing more than [`MAX_REQUEST_BODY_BYTES`] with 413 (upstream's `limitedReadBody`). The
+    /// excess of a body not much larger is read and dropped first, so that the client, still sending, gets the
+    /// 413 rather than a broken connection.
     pub async fn read_body(&self, body: Body) -> Result<Bytes, ApiError> {
         let too_large =
             || ApiError::request_entity_too_large(&format!("limit is {MAX_REQUEST_BODY_BYTES}"));
         let declared = self
             .header(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|len| len > MAX_REQUEST_BODY_BYTES as u64) {
+            .and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|len| len > MAX_REQUEST_BODY_BYTES + DRAIN_LIMIT) {
             return Err(too_large());
         }
-        match Limited::new(body, MAX_REQUEST_BODY_BYTES).collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
-            Err(e) => Err(ApiError::bad_request(format!(
-                "error reading request body: {e}"
-            ))),
+        let mut body = body;
+        let mut buf = BytesMut::new();
+        let mut seen = 0usize;
+        while let Some(frame) = body.frame().await {
+            let frame = frame
+                .map_err(|e| ApiError::bad_request(format!("error reading request body: {e}")))?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            seen += data.len();
+            if seen > MAX_REQUEST_BODY_BYTES + DRAIN_LIMIT {
+                break;
+            }
+            if seen <= MAX_REQUEST_BODY_BYTES {
+                buf.extend_from_slice(&data);
+            }
         }
+        if seen > MAX_REQUEST_BODY_BYTES {
+            return Err(too_large());
+        }
+        Ok(buf.freeze())
     }
 
     /// Passes decode warnings (`unknown field "spec.x"`) and strategy warnings on as `Warning` headers.
