@@ -156,3 +156,153 @@ impl<T: Resource> Lister<T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::admission::{AnyObject, Attributes, Operation};
+    use crate::auth::User;
+    use crate::runtime::{GroupResource, GroupVersionKind};
+
+    /// Records the calls it gets, and appends its name to a `String` object when mutating.
+    struct Recorder {
+        name: &'static str,
+        log: Arc<Mutex<Vec<String>>>,
+    }
+
+    #[async_trait]
+    impl Plugin for Recorder {
+        fn handles(&self, operation: Operation) -> bool {
+            operation != Operation::Delete
+        }
+
+        async fn admit(&self, _: &Attributes, object: &mut AnyObject) -> Result<(), ApiError> {
+            if let Some(s) = object.downcast_mut::<String>() {
+                s.push_str(self.name);
+            }
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("admit {}", self.name));
+            Ok(())
+        }
+
+        async fn validate(
+            &self,
+            attributes: &Attributes,
+            object: Option<&AnyObject>,
+            _: Option<&AnyObject>,
+        ) -> Result<(), ApiError> {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("validate {}", self.name));
+            match object.and_then(|o| o.downcast_ref::<String>()) {
+                Some(s) if s.contains("forbidden") => Err(attributes.forbidden("no")),
+                _ => Ok(()),
+            }
+        }
+    }
+
+    fn plugins(log: &Arc<Mutex<Vec<String>>>) -> Plugins {
+        let (a, b) = (log.clone(), log.clone());
+        Plugins::new()
+            .register("A", true, move |_| {
+                Ok(Arc::new(Recorder {
+                    name: "A",
+                    log: a.clone(),
+                }))
+            })
+            .register("B", false, move |_| {
+                Ok(Arc::new(Recorder {
+                    name: "B",
+                    log: b.clone(),
+                }))
+            })
+    }
+
+    fn attributes(operation: Operation) -> Attributes {
+        Attributes {
+            operation,
+            kind: GroupVersionKind::default(),
+            resource: GroupResource {
+                group: "example.com".into(),
+                resource: "widgets".into(),
+            },
+            version: "v1".into(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: "w".into(),
+            dry_run: false,
+            user: User::anonymous(),
+        }
+    }
+
+    fn options(enable: &[&str], disable: &[&str]) -> AdmissionOptions {
+        AdmissionOptions {
+            enable: enable.iter().map(|s| s.to_string()).collect(),
+            disable: disable.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn mutating_in_order_then_validating() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let chain = plugins(&log)
+            .build(&options(&["B"], &[]), &Initializer::default())
+            .unwrap();
+        assert_eq!(chain.names().collect::<Vec<_>>(), ["A", "B"]);
+        let attrs = attributes(Operation::Create);
+        let mut object = String::from("x");
+        chain.admit(&attrs, &mut object).await.unwrap();
+        chain.validate(&attrs, Some(&object), None).await.unwrap();
+        assert_eq!(object, "xAB");
+        assert_eq!(
+            *log.lock().unwrap(),
+            ["admit A", "admit B", "validate A", "validate B"]
+        );
+
+        let forbidden = String::from("forbidden");
+        let err = chain
+            .validate(&attrs, Some(&forbidden), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, 403);
+        assert_eq!(err.message, "widgets.example.com \"w\" is forbidden: no");
+
+        log.lock().unwrap().clear();
+        chain
+            .validate(&attributes(Operation::Delete), None, None)
+            .await
+            .unwrap();
+        assert!(
+            log.lock().unwrap().is_empty(),
+            "plugins not handling DELETE are skipped"
+        );
+    }
+
+    #[test]
+    fn enable_and_disable() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let init = Initializer::default();
+        let names = |o| {
+            plugins(&log)
+                .build(&o, &init)
+                .map(|c| c.names().map(String::from).collect::<Vec<_>>())
+        };
+        assert_eq!(names(options(&[], &[])).unwrap(), ["A"]);
+        assert_eq!(names(options(&[], &["A"])).unwrap(), Vec::<String>::new());
+        assert_eq!(
+            names(options(&["C"], &[])).unwrap_err().to_string(),
+            "enable-admission-plugins plugin \"C\" is unknown"
+        );
+        assert_eq!(
+            names(options(&["B"], &["B"])).unwrap_err().to_string(),
+            "\"B\" is in enable-admission-plugins and disable-admission-plugins"
+        );
+    }
+}

@@ -534,3 +534,143 @@ async fn protobuf_watch_frames() {
     let (type_meta, _) = decode_protobuf(&object).unwrap();
     assert_eq!(type_meta.kind, "Topping");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn routes_scopes_and_metadata_views() {
+    let server = TestServer::start(&[]).await;
+    server
+        .raw(
+            "POST",
+            &toppings("v1alpha1"),
+            &[JSON],
+            topping("salami", 0.2),
+        )
+        .await;
+
+    // Paths a scope has no route for: 404; methods a path does not take: 405.
+    let not_found = [
+        format!("{GROUP}/v1alpha1/namespaces/default/toppings/salami"),
+        format!("{GROUP}/v1beta1/pizzas/x"),
+        format!("{GROUP}/v1/toppings"),
+        format!("{GROUP}/v1alpha1/sauces"),
+        format!("{GROUP}/v1alpha1/toppings/salami/status"),
+    ];
+    for path in not_found {
+        let (code, _, body) = server.raw("GET", &path, &[], vec![]).await;
+        assert_status(
+            code,
+            &body,
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
+    }
+    for (method, path) in [
+        ("POST", format!("{}/salami", toppings("v1alpha1"))),
+        ("PUT", toppings("v1alpha1")),
+        ("POST", format!("{GROUP}/v1beta1/pizzas")),
+    ] {
+        let (code, _, _) = server.raw(method, &path, &[JSON], topping("x", 1.0)).await;
+        assert_eq!(code, 405, "{method} {path}");
+    }
+
+    let partial = (
+        "accept",
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+    );
+    let (code, _, body) = server
+        .raw("GET", &toppings("v1alpha1"), &[partial], vec![])
+        .await;
+    assert_eq!(code, 200);
+    let list = parse(&body);
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["items"][0]["metadata"]["name"], "salami");
+    assert!(list["items"][0].get("spec").is_none());
+    // The metadata of one object, in protobuf as the garbage collector's metadata client asks for it.
+    let partial_pb = (
+        "accept",
+        "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    );
+    let (code, _, body) = server
+        .raw(
+            "GET",
+            &format!("{}/salami", toppings("v1alpha1")),
+            &[partial_pb],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        decode_protobuf(&body).unwrap().0.kind,
+        "PartialObjectMetadata"
+    );
+    // A list where one object was asked for, and the reverse: 406.
+    let (code, _, body) = server
+        .raw(
+            "GET",
+            &format!("{}/salami", toppings("v1alpha1")),
+            &[partial],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 406, "{}", String::from_utf8_lossy(&body));
+
+    // Paging: one item per page, a continue token, all items once.
+    server
+        .raw(
+            "POST",
+            &toppings("v1alpha1"),
+            &[JSON],
+            topping("tomato", 0.1),
+        )
+        .await;
+    let (_, _, body) = server
+        .raw(
+            "GET",
+            &format!("{}?limit=1", toppings("v1alpha1")),
+            &[],
+            vec![],
+        )
+        .await;
+    let page = parse(&body);
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert_eq!(page["metadata"]["remainingItemCount"], 1);
+    let token = page["metadata"]["continue"].as_str().unwrap().to_string();
+    let (_, _, body) = server
+        .raw(
+            "GET",
+            &format!("{}?limit=1&continue={token}", toppings("v1alpha1")),
+            &[],
+            vec![],
+        )
+        .await;
+    let page = parse(&body);
+    assert_eq!(page["items"][0]["metadata"]["name"], "tomato");
+    assert!(page["metadata"].get("continue").is_none());
+
+    // Options are validated with upstream's texts.
+    let (code, _, body) = server
+        .raw(
+            "POST",
+            &format!("{}?dryRun=Yes", toppings("v1alpha1")),
+            &[JSON],
+            topping("x", 1.0),
+        )
+        .await;
+    assert_status(
+        code,
+        &body,
+        422,
+        "Invalid",
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: \"Yes\": supported values: \"All\"",
+    );
+    let (code, _, _) = server
+        .raw(
+            "GET",
+            &format!("{}?resourceVersionMatch=Exact", toppings("v1alpha1")),
+            &[],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 422);
+}
