@@ -674,3 +674,30 @@ async fn routes_scopes_and_metadata_views() {
         .await;
     assert_eq!(code, 422);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_ends_watches_cleanly() {
+    let server = TestServer::start(&[]).await;
+    let client = server.client().await;
+    let request = http::Request::get(format!("{}?watch=1", toppings("v1alpha1")))
+        .body(kube::client::Body::from(Vec::new()))
+        .unwrap();
+    let response = client.send(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let stop = tokio::spawn(server.stop());
+    use http_body_util::BodyExt;
+    let mut body = response.into_body();
+    let end = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            match body.frame().await {
+                None => return Ok(()),
+                Some(Err(e)) => return Err(e.to_string()),
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await
+    .expect("the watch ends when the server shuts down");
+    assert_eq!(end, Ok(()), "the stream ends cleanly, not with an error");
+    stop.await.unwrap();
+}
