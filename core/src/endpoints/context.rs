@@ -8,9 +8,10 @@ use http_body_util::BodyExt;
 
 use super::RequestInfo;
 use super::api::MAX_REQUEST_BODY_BYTES;
+use super::output::Output;
 use super::params::Params;
 use crate::auth::User;
-use crate::codec::{CodecError, MediaType, negotiate_input};
+use crate::codec::{CodecError, FieldValidation, MediaType, negotiate_input};
 use crate::registry::ApiError;
 use crate::server::{ShutdownSignal, Warnings};
 
@@ -96,6 +97,25 @@ impl Context {
         for warning in warnings {
             self.warnings.add(warning);
         }
+    }
+}
+
+/// What every create, update and patch reads from the query before anything else.
+pub(crate) struct WriteOptions {
+    pub output: Output,
+    pub dry_run: bool,
+    pub validation: FieldValidation,
+}
+
+impl WriteOptions {
+    /// The negotiated answer, `dryRun` and `fieldValidation`; option errors name `options_kind`
+    /// (`CreateOptions`, ...).
+    pub fn parse(context: &Context, options_kind: &str) -> Result<Self, ApiError> {
+        Ok(WriteOptions {
+            output: Output::negotiate(context, false)?,
+            dry_run: context.params.dry_run(options_kind)?,
+            validation: context.params.field_validation(options_kind)?,
+        })
     }
 }
 

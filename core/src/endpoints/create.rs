@@ -7,9 +7,9 @@ use bytes::Bytes;
 use http::StatusCode;
 
 use super::api::Endpoint;
-use super::context::{Context, codec_error};
+use super::context::{Context, WriteOptions, codec_error};
 use super::get::render_object;
-use super::output::{Output, finish};
+use super::output::finish;
 use crate::admission::{Attributes, Operation};
 use crate::codec::{FieldValidation, MediaType};
 use crate::registry::ApiError;
@@ -21,9 +21,11 @@ pub(super) async fn create<T: Resource>(
     body: Body,
 ) -> Response {
     let result = async {
-        let output = Output::negotiate(&context, false)?;
-        let dry_run = context.params.dry_run("CreateOptions")?;
-        let validation = context.params.field_validation("CreateOptions")?;
+        let WriteOptions {
+            output,
+            dry_run,
+            validation,
+        } = WriteOptions::parse(&context, "CreateOptions")?;
         let media_type = context.input_media_type()?;
         let body = context.read_body(body).await?;
         let mut object = decode_body(endpoint, &context, &body, media_type, validation)?;

@@ -12,10 +12,10 @@ use http::{StatusCode, header};
 use serde_json::Value;
 
 use super::api::Endpoint;
-use super::context::Context;
+use super::context::{Context, WriteOptions};
 use super::create::decode_error;
 use super::get::render_object;
-use super::output::{Output, finish};
+use super::output::finish;
 use super::update::{admit, attributes};
 use crate::admission::{Attributes, Chain, Operation};
 use crate::codec::{FieldValidation, MediaType, parse_content_type};
@@ -39,9 +39,11 @@ pub(super) async fn patch<T: Resource>(
     body: Body,
 ) -> Response {
     let result = async {
-        let output = Output::negotiate(&context, false)?;
-        let dry_run = context.params.dry_run("PatchOptions")?;
-        let validation = context.params.field_validation("PatchOptions")?;
+        let WriteOptions {
+            output,
+            dry_run,
+            validation,
+        } = WriteOptions::parse(&context, "PatchOptions")?;
         let patch_type = patch_type(context.header(header::CONTENT_TYPE))?;
         let patch = context.read_body(body).await?;
         let attributes = attributes::<T>(&context, Operation::Update, dry_run);

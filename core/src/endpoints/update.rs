@@ -7,10 +7,10 @@ use axum::response::Response;
 use http::StatusCode;
 
 use super::api::Endpoint;
-use super::context::Context;
+use super::context::{Context, WriteOptions};
 use super::create::decode_body;
 use super::get::render_object;
-use super::output::{Output, finish};
+use super::output::finish;
 use crate::admission::{Attributes, Chain, Operation};
 use crate::registry::{ApiError, UpdatedObject};
 use crate::runtime::Resource;
@@ -21,9 +21,11 @@ pub(super) async fn update<T: Resource>(
     body: Body,
 ) -> Response {
     let result = async {
-        let output = Output::negotiate(&context, false)?;
-        let dry_run = context.params.dry_run("UpdateOptions")?;
-        let validation = context.params.field_validation("UpdateOptions")?;
+        let WriteOptions {
+            output,
+            dry_run,
+            validation,
+        } = WriteOptions::parse(&context, "UpdateOptions")?;
         let media_type = context.input_media_type()?;
         let body = context.read_body(body).await?;
         let object = decode_body(endpoint, &context, &body, media_type, validation)?;

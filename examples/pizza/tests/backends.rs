@@ -41,32 +41,20 @@ async fn assert_margherita(server: &TestServer) {
 
 /// A write through `a` reaches a watch on `b` and a consistent list on `b`.
 async fn assert_replicas_share(a: &TestServer, b: &TestServer) {
-    let client = b.client().await;
-    let request = http::Request::get(format!(
-        "{PIZZAS}?watch=1&resourceVersion=0&timeoutSeconds=10"
-    ))
-    .body(kube::client::Body::from(Vec::new()))
-    .unwrap();
-    let response = client.send(request).await.unwrap();
-    assert_eq!(response.status(), 200);
+    let path = format!("{PIZZAS}?watch=1&resourceVersion=0&timeoutSeconds=10");
+    let (code, _, mut stream) = b.stream(&path, "application/json").await;
+    assert_eq!(code, 200);
     a.kubectl_stdin_ok(
         &["create", "-f", "-"],
         &MARGHERITA.replace("margherita", "quattro"),
     );
-
-    use http_body_util::BodyExt;
-    let mut body = response.into_body();
-    let mut text = String::new();
-    while !text.contains("\"quattro\"") {
-        let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
-            .await
-            .expect("the other server's write arrives within 10 s")
-            .expect("watch open")
-            .unwrap();
-        if let Ok(chunk) = frame.into_data() {
-            text.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
+    stream
+        .read_until(
+            Duration::from_secs(10),
+            "the other server's write arrives",
+            |buf| String::from_utf8_lossy(buf).contains("\"quattro\""),
+        )
+        .await;
     let names = b.kubectl_ok(&["get", "pizzas", "-o", "name"]);
     assert!(
         names.contains("pizza.restaurant.programming-kubernetes.info/quattro"),

@@ -4,6 +4,8 @@
 mod support;
 
 use apiserver::codec::{decode_protobuf, decode_protobuf_watch_event};
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use support::TestServer;
 
@@ -494,15 +496,13 @@ async fn admission_validation_and_concurrency() {
 #[tokio::test(flavor = "multi_thread")]
 async fn protobuf_watch_frames() {
     let server = TestServer::start(&[]).await;
-    let client = server.client().await;
-    let request = http::Request::get(format!("{}?watch=1&timeoutSeconds=5", toppings("v1alpha1")))
-        .header("accept", "application/vnd.kubernetes.protobuf;stream=watch")
-        .body(kube::client::Body::from(Vec::new()))
-        .unwrap();
-    let response = client.send(request).await.unwrap();
-    assert_eq!(response.status(), 200);
+    let path = format!("{}?watch=1&timeoutSeconds=5", toppings("v1alpha1"));
+    let (code, headers, mut stream) = server
+        .stream(&path, "application/vnd.kubernetes.protobuf;stream=watch")
+        .await;
+    assert_eq!(code, 200);
     assert_eq!(
-        response.headers()["content-type"],
+        headers["content-type"],
         "application/vnd.kubernetes.protobuf;stream=watch"
     );
     server
@@ -514,22 +514,17 @@ async fn protobuf_watch_frames() {
         )
         .await;
 
-    use http_body_util::BodyExt;
-    let mut stream = response.into_body();
-    let mut buf = Vec::new();
-    while buf.len() < 4 || buf.len() < 4 + u32::from_be_bytes(buf[..4].try_into().unwrap()) as usize
-    {
-        let frame = tokio::time::timeout(std::time::Duration::from_secs(5), stream.frame())
-            .await
-            .expect("an event within 5 s")
-            .expect("stream open")
-            .unwrap();
-        if let Ok(chunk) = frame.into_data() {
-            buf.extend_from_slice(&chunk);
-        }
-    }
-    let len = u32::from_be_bytes(buf[..4].try_into().unwrap()) as usize;
-    let (event_type, object) = decode_protobuf_watch_event(&buf[4..4 + len]).unwrap();
+    let frame_len = |buf: &[u8]| {
+        buf.get(..4)
+            .map(|b| u32::from_be_bytes(b.try_into().unwrap()) as usize)
+    };
+    stream
+        .read_until(Duration::from_secs(5), "a whole frame", |buf| {
+            frame_len(buf).is_some_and(|len| buf.len() >= 4 + len)
+        })
+        .await;
+    let len = frame_len(&stream.buf).unwrap();
+    let (event_type, object) = decode_protobuf_watch_event(&stream.buf[4..4 + len]).unwrap();
     assert_eq!(event_type, "ADDED");
     let (type_meta, _) = decode_protobuf(&object).unwrap();
     assert_eq!(type_meta.kind, "Topping");
@@ -678,26 +673,11 @@ async fn routes_scopes_and_metadata_views() {
 #[tokio::test(flavor = "multi_thread")]
 async fn shutdown_ends_watches_cleanly() {
     let server = TestServer::start(&[]).await;
-    let client = server.client().await;
-    let request = http::Request::get(format!("{}?watch=1", toppings("v1alpha1")))
-        .body(kube::client::Body::from(Vec::new()))
-        .unwrap();
-    let response = client.send(request).await.unwrap();
-    assert_eq!(response.status(), 200);
+    let path = format!("{}?watch=1", toppings("v1alpha1"));
+    let (code, _, stream) = server.stream(&path, "application/json").await;
+    assert_eq!(code, 200);
     let stop = tokio::spawn(server.stop());
-    use http_body_util::BodyExt;
-    let mut body = response.into_body();
-    let end = tokio::time::timeout(std::time::Duration::from_secs(20), async {
-        loop {
-            match body.frame().await {
-                None => return Ok(()),
-                Some(Err(e)) => return Err(e.to_string()),
-                Some(Ok(_)) => {}
-            }
-        }
-    })
-    .await
-    .expect("the watch ends when the server shuts down");
+    let end = stream.end(Duration::from_secs(20)).await;
     assert_eq!(end, Ok(()), "the stream ends cleanly, not with an error");
     stop.await.unwrap();
 }

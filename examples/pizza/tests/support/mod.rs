@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use clap::Parser;
 use pizza_apiserver::server::{Options, start};
@@ -127,6 +128,27 @@ impl TestServer {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Opens a streaming GET (e.g. a watch) and returns its status, headers and body stream.
+    pub async fn stream(&self, path: &str, accept: &str) -> (u16, http::HeaderMap, Stream) {
+        let request = http::Request::get(path)
+            .header("accept", accept)
+            .body(kube::client::Body::from(Vec::new()))
+            .unwrap();
+        let response = self
+            .client()
+            .await
+            .send(request)
+            .await
+            .expect("request sent");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let stream = Stream {
+            body: response.into_body(),
+            buf: Vec::new(),
+        };
+        (status, headers, stream)
+    }
+
     /// A raw request through kube-rs: status, headers and body, whatever the status.
     pub async fn raw(
         &self,
@@ -149,6 +171,47 @@ impl TestServer {
         let headers = response.headers().clone();
         let body = http_body_util_collect(response.into_body()).await;
         (status, headers, body)
+    }
+}
+
+/// An open streaming response (a watch), read as it arrives.
+pub struct Stream {
+    body: kube::client::Body,
+    /// Everything read so far.
+    pub buf: Vec<u8>,
+}
+
+impl Stream {
+    /// Reads until `done(&buf)`; panics with `what` if that takes longer than `within`.
+    pub async fn read_until(&mut self, within: Duration, what: &str, done: impl Fn(&[u8]) -> bool) {
+        use http_body_util::BodyExt;
+        let deadline = tokio::time::Instant::now() + within;
+        while !done(&self.buf) {
+            let frame = tokio::time::timeout_at(deadline, self.body.frame())
+                .await
+                .unwrap_or_else(|_| panic!("{what} within {within:?}"))
+                .expect("stream still open")
+                .expect("stream readable");
+            if let Ok(chunk) = frame.into_data() {
+                self.buf.extend_from_slice(&chunk);
+            }
+        }
+    }
+
+    /// Waits for the stream to end: `Ok` when it ends cleanly, `Err` with the transport error otherwise.
+    pub async fn end(mut self, within: Duration) -> Result<(), String> {
+        use http_body_util::BodyExt;
+        tokio::time::timeout(within, async {
+            loop {
+                match self.body.frame().await {
+                    None => return Ok(()),
+                    Some(Err(e)) => return Err(e.to_string()),
+                    Some(Ok(_)) => {}
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the stream did not end within {within:?}"))
     }
 }
 
