@@ -56,8 +56,18 @@ fn assert_status(code: u16, body: &[u8], want_code: u16, reason: &str, message: 
     assert_eq!(status["message"], message, "{status}");
 }
 
+/// POSTs a JSON body.
+async fn post(server: &TestServer, path: &str, body: Vec<u8>) -> (u16, http::HeaderMap, Vec<u8>) {
+    server.raw("POST", path, &[JSON], body).await
+}
+
+/// GETs with the default Accept.
+async fn get(server: &TestServer, path: &str) -> (u16, http::HeaderMap, Vec<u8>) {
+    server.raw("GET", path, &[], vec![]).await
+}
+
 async fn names(server: &TestServer, path: &str) -> Vec<String> {
-    let (code, _, body) = server.raw("GET", path, &[], vec![]).await;
+    let (code, _, body) = get(&server, path).await;
     assert_eq!(code, 200);
     parse(&body)["items"]
         .as_array()
@@ -70,14 +80,7 @@ async fn names(server: &TestServer, path: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn media_types_json_yaml_protobuf() {
     let server = TestServer::start(&[]).await;
-    let (code, headers, body) = server
-        .raw(
-            "POST",
-            &toppings("v1alpha1"),
-            &[JSON],
-            topping("salami", 0.2),
-        )
-        .await;
+    let (code, headers, body) = post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
     assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
     assert_eq!(headers["content-type"], "application/json");
     let created = parse(&body);
@@ -227,16 +230,12 @@ async fn bad_input_changes_nothing() {
     let server = TestServer::start(&[]).await;
     let list = toppings("v1alpha1");
 
-    let (code, _, body) = server
-        .raw("POST", &list, &[JSON], b"{\"apiVersion\": ".to_vec())
-        .await;
+    let (code, _, body) = post(&server, &list, b"{\"apiVersion\": ".to_vec()).await;
     assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
     assert_eq!(parse(&body)["reason"], "BadRequest");
 
     let wrong_kind = br#"{"apiVersion":"restaurant.programming-kubernetes.info/v1alpha1","kind":"Pizza","metadata":{"name":"x"}}"#;
-    let (code, _, body) = server
-        .raw("POST", &list, &[JSON], wrong_kind.to_vec())
-        .await;
+    let (code, _, body) = post(&server, &list, wrong_kind.to_vec()).await;
     assert_eq!(code, 400);
     let message = parse(&body)["message"].as_str().unwrap().to_string();
     assert!(
@@ -245,9 +244,7 @@ async fn bad_input_changes_nothing() {
     );
 
     let wrong_version = br#"{"apiVersion":"restaurant.programming-kubernetes.info/v1beta1","kind":"Topping","metadata":{"name":"x"}}"#;
-    let (code, _, body) = server
-        .raw("POST", &list, &[JSON], wrong_version.to_vec())
-        .await;
+    let (code, _, body) = post(&server, &list, wrong_version.to_vec()).await;
     assert_status(
         code,
         &body,
@@ -259,7 +256,7 @@ async fn bad_input_changes_nothing() {
     let mut huge = topping("big", 1.0);
     huge.truncate(huge.len() - 1);
     huge.extend_from_slice(format!(",\"pad\":\"{}\"}}", "x".repeat(3 * 1024 * 1024)).as_bytes());
-    let (code, _, body) = server.raw("POST", &list, &[JSON], huge).await;
+    let (code, _, body) = post(&server, &list, huge).await;
     assert_status(
         code,
         &body,
@@ -269,14 +266,12 @@ async fn bad_input_changes_nothing() {
     );
 
     let unknown = br#"{"apiVersion":"restaurant.programming-kubernetes.info/v1alpha1","kind":"Topping","metadata":{"name":"x"},"spec":{"cost":1,"crust":"thin"}}"#;
-    let (code, _, body) = server
-        .raw(
-            "POST",
-            &format!("{list}?fieldValidation=Strict"),
-            &[JSON],
-            unknown.to_vec(),
-        )
-        .await;
+    let (code, _, body) = post(
+        &server,
+        &format!("{list}?fieldValidation=Strict"),
+        unknown.to_vec(),
+    )
+    .await;
     assert_status(
         code,
         &body,
@@ -286,7 +281,7 @@ async fn bad_input_changes_nothing() {
     );
 
     let bad_name = br#"{"apiVersion":"restaurant.programming-kubernetes.info/v1alpha1","kind":"Topping","metadata":{"name":"../x"}}"#;
-    let (code, _, body) = server.raw("POST", &list, &[JSON], bad_name.to_vec()).await;
+    let (code, _, body) = post(&server, &list, bad_name.to_vec()).await;
     assert_eq!(code, 422, "{}", String::from_utf8_lossy(&body));
 
     let (code, _, body) = server
@@ -298,14 +293,7 @@ async fn bad_input_changes_nothing() {
         )
         .await;
     assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
-    let (code, _, body) = server
-        .raw(
-            "GET",
-            &format!("{list}?fieldSelector=spec.cost%3D1"),
-            &[],
-            vec![],
-        )
-        .await;
+    let (code, _, body) = get(&server, &format!("{list}?fieldSelector=spec.cost%3D1")).await;
     assert_status(
         code,
         &body,
@@ -313,15 +301,13 @@ async fn bad_input_changes_nothing() {
         "BadRequest",
         "field label not supported: spec.cost",
     );
-    let (code, _, _) = server
-        .raw("GET", &format!("{list}?continue=garbage"), &[], vec![])
-        .await;
+    let (code, _, _) = get(&server, &format!("{list}?continue=garbage")).await;
     assert_eq!(code, 400);
 
     assert!(names(&server, &list).await.is_empty());
 
     // Warn (the default) stores, with a Warning header.
-    let (code, headers, _) = server.raw("POST", &list, &[JSON], unknown.to_vec()).await;
+    let (code, headers, _) = post(&server, &list, unknown.to_vec()).await;
     assert_eq!(code, 201);
     assert_eq!(
         headers["warning"],
@@ -332,23 +318,14 @@ async fn bad_input_changes_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn admission_validation_and_concurrency() {
     let server = TestServer::start(&[]).await;
-    server
-        .raw(
-            "POST",
-            &toppings("v1alpha1"),
-            &[JSON],
-            topping("salami", 0.2),
-        )
-        .await;
+    post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
 
-    let (code, _, body) = server
-        .raw(
-            "POST",
-            &pizzas("v1beta1"),
-            &[JSON],
-            pizza_v1beta1("hawaii", json!([{"name": "pineapple", "quantity": 1}])),
-        )
-        .await;
+    let (code, _, body) = post(
+        &server,
+        &pizzas("v1beta1"),
+        pizza_v1beta1("hawaii", json!([{"name": "pineapple", "quantity": 1}])),
+    )
+    .await;
     assert_status(
         code,
         &body,
@@ -357,14 +334,12 @@ async fn admission_validation_and_concurrency() {
         "pizzas.restaurant.programming-kubernetes.info \"hawaii\" is forbidden: unknown topping: pineapple",
     );
 
-    let (code, _, body) = server
-        .raw(
-            "POST",
-            &pizzas("v1beta1"),
-            &[JSON],
-            pizza_v1beta1("bad", json!([{"name": "salami", "quantity": -1}])),
-        )
-        .await;
+    let (code, _, body) = post(
+        &server,
+        &pizzas("v1beta1"),
+        pizza_v1beta1("bad", json!([{"name": "salami", "quantity": -1}])),
+    )
+    .await;
     assert_status(
         code,
         &body,
@@ -378,25 +353,21 @@ async fn admission_validation_and_concurrency() {
     );
 
     // dryRun runs everything but the write.
-    let (code, _, _) = server
-        .raw(
-            "POST",
-            &format!("{}?dryRun=All", pizzas("v1beta1")),
-            &[JSON],
-            pizza_v1beta1("dry", json!([{"name": "salami", "quantity": 1}])),
-        )
-        .await;
+    let (code, _, _) = post(
+        &server,
+        &format!("{}?dryRun=All", pizzas("v1beta1")),
+        pizza_v1beta1("dry", json!([{"name": "salami", "quantity": 1}])),
+    )
+    .await;
     assert_eq!(code, 201);
     assert!(names(&server, &pizzas("v1beta1")).await.is_empty());
 
-    let (code, _, body) = server
-        .raw(
-            "POST",
-            &pizzas("v1beta1"),
-            &[JSON],
-            pizza_v1beta1("salami", json!([{"name": "salami", "quantity": 2}])),
-        )
-        .await;
+    let (code, _, body) = post(
+        &server,
+        &pizzas("v1beta1"),
+        pizza_v1beta1("salami", json!([{"name": "salami", "quantity": 2}])),
+    )
+    .await;
     assert_eq!(code, 201);
     let created = parse(&body);
     let rv = created["metadata"]["resourceVersion"]
@@ -406,7 +377,7 @@ async fn admission_validation_and_concurrency() {
 
     // The same object in v1alpha1: quantity 2 is the name twice.
     let path = format!("{}/salami", pizzas("v1alpha1"));
-    let (_, _, body) = server.raw("GET", &path, &[], vec![]).await;
+    let (_, _, body) = get(&server, &path).await;
     assert_eq!(
         parse(&body)["spec"]["toppings"],
         json!(["salami", "salami"])
@@ -505,14 +476,7 @@ async fn protobuf_watch_frames() {
         headers["content-type"],
         "application/vnd.kubernetes.protobuf;stream=watch"
     );
-    server
-        .raw(
-            "POST",
-            &toppings("v1alpha1"),
-            &[JSON],
-            topping("salami", 0.2),
-        )
-        .await;
+    post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
 
     let frame_len = |buf: &[u8]| {
         buf.get(..4)
@@ -533,14 +497,7 @@ async fn protobuf_watch_frames() {
 #[tokio::test(flavor = "multi_thread")]
 async fn routes_scopes_and_metadata_views() {
     let server = TestServer::start(&[]).await;
-    server
-        .raw(
-            "POST",
-            &toppings("v1alpha1"),
-            &[JSON],
-            topping("salami", 0.2),
-        )
-        .await;
+    post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
 
     // Paths a scope has no route for: 404; methods a path does not take: 405.
     let not_found = [
@@ -551,7 +508,7 @@ async fn routes_scopes_and_metadata_views() {
         format!("{GROUP}/v1alpha1/toppings/salami/status"),
     ];
     for path in not_found {
-        let (code, _, body) = server.raw("GET", &path, &[], vec![]).await;
+        let (code, _, body) = get(&server, &path).await;
         assert_status(
             code,
             &body,
@@ -611,47 +568,28 @@ async fn routes_scopes_and_metadata_views() {
     assert_eq!(code, 406, "{}", String::from_utf8_lossy(&body));
 
     // Paging: one item per page, a continue token, all items once.
-    server
-        .raw(
-            "POST",
-            &toppings("v1alpha1"),
-            &[JSON],
-            topping("tomato", 0.1),
-        )
-        .await;
-    let (_, _, body) = server
-        .raw(
-            "GET",
-            &format!("{}?limit=1", toppings("v1alpha1")),
-            &[],
-            vec![],
-        )
-        .await;
+    post(&server, &toppings("v1alpha1"), topping("tomato", 0.1)).await;
+    let (_, _, body) = get(&server, &format!("{}?limit=1", toppings("v1alpha1"))).await;
     let page = parse(&body);
     assert_eq!(page["items"].as_array().unwrap().len(), 1);
     assert_eq!(page["metadata"]["remainingItemCount"], 1);
     let token = page["metadata"]["continue"].as_str().unwrap().to_string();
-    let (_, _, body) = server
-        .raw(
-            "GET",
-            &format!("{}?limit=1&continue={token}", toppings("v1alpha1")),
-            &[],
-            vec![],
-        )
-        .await;
+    let (_, _, body) = get(
+        &server,
+        &format!("{}?limit=1&continue={token}", toppings("v1alpha1")),
+    )
+    .await;
     let page = parse(&body);
     assert_eq!(page["items"][0]["metadata"]["name"], "tomato");
     assert!(page["metadata"].get("continue").is_none());
 
     // Options are validated with upstream's texts.
-    let (code, _, body) = server
-        .raw(
-            "POST",
-            &format!("{}?dryRun=Yes", toppings("v1alpha1")),
-            &[JSON],
-            topping("x", 1.0),
-        )
-        .await;
+    let (code, _, body) = post(
+        &server,
+        &format!("{}?dryRun=Yes", toppings("v1alpha1")),
+        topping("x", 1.0),
+    )
+    .await;
     assert_status(
         code,
         &body,
@@ -659,14 +597,11 @@ async fn routes_scopes_and_metadata_views() {
         "Invalid",
         "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: \"Yes\": supported values: \"All\"",
     );
-    let (code, _, _) = server
-        .raw(
-            "GET",
-            &format!("{}?resourceVersionMatch=Exact", toppings("v1alpha1")),
-            &[],
-            vec![],
-        )
-        .await;
+    let (code, _, _) = get(
+        &server,
+        &format!("{}?resourceVersionMatch=Exact", toppings("v1alpha1")),
+    )
+    .await;
     assert_eq!(code, 422);
 }
 
