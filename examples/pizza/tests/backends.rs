@@ -94,3 +94,50 @@ async fn etcd_replicas() {
     assert_margherita(&b).await;
     assert_replicas_share(&a, &b).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unreachable_storage_is_not_ready_and_admission_waits() {
+    // Nothing listens on this port: the caches never load.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        TestServer::start_unready(dir, &["--storage-backend", "etcd", "--etcd-servers", &url])
+            .await;
+
+    let (code, _, body) = server.raw("GET", "/readyz?verbose", &[], vec![]).await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(code, 500, "{text}");
+    assert!(
+        text.contains("[-]storage failed") && text.contains("[-]watch-cache failed"),
+        "{text}"
+    );
+    let (code, _, _) = server.raw("GET", "/livez", &[], vec![]).await;
+    assert_eq!(code, 200, "a server waiting for storage is alive");
+
+    let body = serde_json::to_vec(&serde_json::json!({
+        "apiVersion": "restaurant.programming-kubernetes.info/v1beta1",
+        "kind": "Pizza",
+        "metadata": {"name": "early"},
+        "spec": {"toppings": [{"name": "salami", "quantity": 1}]}
+    }))
+    .unwrap();
+    let (code, _, body) = server
+        .raw(
+            "POST",
+            PIZZAS,
+            &[("content-type", "application/json")],
+            body,
+        )
+        .await;
+    let status: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        "pizzas.restaurant.programming-kubernetes.info \"early\" is forbidden: not yet ready to handle request"
+    );
+}

@@ -28,6 +28,13 @@ impl TestServer {
     }
 
     pub async fn start_in(dir: tempfile::TempDir, args: &[&str]) -> TestServer {
+        let server = Self::start_unready(dir, args).await;
+        server.wait_ready().await;
+        server
+    }
+
+    /// Starts the server without waiting for `/readyz`.
+    pub async fn start_unready(dir: tempfile::TempDir, args: &[&str]) -> TestServer {
         let data_dir = dir.path().to_str().expect("utf-8 temp path").to_string();
         let mut argv = vec![
             "pizza-apiserver",
@@ -48,15 +55,13 @@ impl TestServer {
                 .await
                 .expect("server runs");
         });
-        let server = TestServer {
+        TestServer {
             url: started.url,
             kubeconfig: started.kubeconfig,
             dir,
             stop: Some(stop),
             task: Some(task),
-        };
-        server.wait_ready().await;
-        server
+        }
     }
 
     /// Waits until `/readyz` answers 200 (the watch caches have loaded).
