@@ -67,7 +67,7 @@ async fn get(server: &TestServer, path: &str) -> (u16, http::HeaderMap, Vec<u8>)
 }
 
 async fn names(server: &TestServer, path: &str) -> Vec<String> {
-    let (code, _, body) = get(&server, path).await;
+    let (code, _, body) = get(server, path).await;
     assert_eq!(code, 200);
     parse(&body)["items"]
         .as_array()
