@@ -616,3 +616,47 @@ async fn shutdown_ends_watches_cleanly() {
     assert_eq!(end, Ok(()), "the stream ends cleanly, not with an error");
     stop.await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_list_initial_events_end_with_a_bookmark() {
+    let server = TestServer::start(&[]).await;
+    post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
+    post(&server, &toppings("v1alpha1"), topping("tomato", 0.1)).await;
+    let path = format!(
+        "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5",
+        toppings("v1alpha1")
+    );
+    let (code, _, mut stream) = server.stream(&path, "application/json").await;
+    assert_eq!(code, 200);
+    stream
+        .read_until(
+            Duration::from_secs(5),
+            "the initial events and their bookmark",
+            |buf| String::from_utf8_lossy(buf).contains("BOOKMARK"),
+        )
+        .await;
+    let events: Vec<Value> = String::from_utf8_lossy(&stream.buf)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["ADDED", "ADDED", "BOOKMARK"]);
+    let bookmark = &events[2]["object"];
+    assert_eq!(bookmark["kind"], "Topping");
+    assert_eq!(
+        bookmark["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(bookmark["metadata"]["resourceVersion"], "2");
+
+    // sendInitialEvents needs resourceVersionMatch=NotOlderThan, as upstream.
+    let bad = format!("{}?watch=1&sendInitialEvents=true", toppings("v1alpha1"));
+    let (code, _, body) = get(&server, &bad).await;
+    assert_status(
+        code,
+        &body,
+        422,
+        "Invalid",
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+    );
+}
