@@ -50,6 +50,8 @@ pub(crate) enum Verb {
 pub(crate) struct Endpoint<T: Resource> {
     pub store: Store<T>,
     pub admission: Arc<Chain>,
+    /// Watch event frames shared by the watchers of this resource.
+    pub frames: Arc<super::watch::FrameCache>,
 }
 
 #[async_trait]
@@ -102,6 +104,7 @@ impl Api {
         let endpoint = Endpoint {
             store,
             admission: self.admission.clone(),
+            frames: Arc::default(),
         };
         self.resources.insert(key, Arc::new(endpoint));
         self

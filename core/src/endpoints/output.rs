@@ -14,7 +14,7 @@ use crate::meta::{PartialObjectMetadata, Status};
 use crate::registry::ApiError;
 
 /// What the client asked a response to be turned into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Transform {
     None,
     Table,

@@ -15,7 +15,7 @@ const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is requi
 const CREATED_AT_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
 /// `TableOptions.includeObject`: what each row carries besides its cells.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum IncludeObject {
     None,
     Metadata,

@@ -655,15 +655,15 @@ impl<T: Resource> Store<T> {
         )
     }
 
-    /// Watches objects (in one namespace, or all with `None`).
-    pub async fn watch(
+    /// Watches stored events (in one namespace, or all with `None`); [`Store::watch_item`] turns each into a
+    /// typed item. Handlers that encode one event for many watchers start from these.
+    pub async fn watch_events(
         &self,
         namespace: Option<&str>,
         request: &ListRequest,
-    ) -> Result<WatchItems<T>, ApiError> {
+    ) -> Result<storage::WatchStream, ApiError> {
         let key = self.list_key(namespace)?;
-        let events = self
-            .storage
+        self.storage
             .watch(
                 &key,
                 &storage::WatchOptions {
@@ -676,27 +676,44 @@ impl<T: Resource> Store<T> {
                 },
             )
             .await
-            .map_err(|e| ApiError::from_storage(e, &Self::resource(), ""))?;
+            .map_err(|e| ApiError::from_storage(e, &Self::resource(), ""))
+    }
+
+    /// A stored watch event as a typed item; `None` for a bookmark the watcher did not ask for.
+    pub fn watch_item(
+        &self,
+        event: storage::WatchEvent,
+        allow_bookmarks: bool,
+    ) -> Option<WatchItem<T>> {
+        match event.event_type {
+            EventType::Bookmark if !allow_bookmarks => None,
+            EventType::Bookmark => Some(WatchItem::Bookmark {
+                resource_version: event.revision,
+                initial_events_end: event.initial_events_end,
+            }),
+            EventType::Error => Some(WatchItem::Error(match event.error {
+                Some(e) => ApiError::from_storage(e, &Self::resource(), ""),
+                None => ApiError::internal("watch failed"),
+            })),
+            kind => Some(match self.decode(&event.stored_object()) {
+                Ok(object) => WatchItem::Object(kind, object),
+                Err(e) => WatchItem::Error(e),
+            }),
+        }
+    }
+
+    /// Watches objects (in one namespace, or all with `None`).
+    pub async fn watch(
+        &self,
+        namespace: Option<&str>,
+        request: &ListRequest,
+    ) -> Result<WatchItems<T>, ApiError> {
+        let events = self.watch_events(namespace, request).await?;
         let store = self.clone();
         let allow_bookmarks = request.allow_watch_bookmarks;
         Ok(events
             .filter_map(move |event| {
-                let item = match event.event_type {
-                    EventType::Bookmark if !allow_bookmarks => None,
-                    EventType::Bookmark => Some(WatchItem::Bookmark {
-                        resource_version: event.revision,
-                        initial_events_end: event.initial_events_end,
-                    }),
-                    EventType::Error => Some(WatchItem::Error(match event.error {
-                        Some(e) => ApiError::from_storage(e, &Self::resource(), ""),
-                        None => ApiError::internal("watch failed"),
-                    })),
-                    kind => Some(match store.decode(&event.stored_object()) {
-                        Ok(object) => WatchItem::Object(kind, object),
-                        Err(e) => WatchItem::Error(e),
-                    }),
-                };
-                futures::future::ready(item)
+                futures::future::ready(store.watch_item(event, allow_bookmarks))
             })
             .boxed())
     }
