@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod auth;
 pub mod codec;
+pub mod discovery;
 pub mod endpoints;
 pub mod meta;
 pub mod registry;

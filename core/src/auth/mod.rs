@@ -7,6 +7,7 @@
 
 mod authenticator;
 mod authorizer;
+mod token;
 mod user;
 
 pub use authenticator::{Anonymous, AuthenticationError, Authenticator, UnionAuthenticator};
@@ -15,6 +16,7 @@ pub use authorizer::{
     AlwaysAllow, AlwaysDeny, Attributes, AuthorizationError, Authorizer,
     DEFAULT_ALWAYS_ALLOW_PATHS, Decision, PathAuthorizer, PrivilegedGroups, UnionAuthorizer,
 };
+pub use token::BearerTokens;
 pub use user::{
     ALL_AUTHENTICATED_GROUP, ALL_UNAUTHENTICATED_GROUP, ANONYMOUS_USER, SYSTEM_PRIVILEGED_GROUP,
     User,

@@ -284,11 +284,17 @@ mod tests {
         for revision in 0..(FRAME_CACHE_ENTRIES as u64 + 10) {
             cache.insert(key(revision), Bytes::from(revision.to_string()));
         }
-        assert!(cache.get(&key(0)).is_none(), "the oldest frames are evicted");
+        assert!(
+            cache.get(&key(0)).is_none(),
+            "the oldest frames are evicted"
+        );
         let last = FRAME_CACHE_ENTRIES as u64 + 9;
         assert_eq!(cache.get(&key(last)), Some(Bytes::from(last.to_string())));
         let mut other_form = key(last);
         other_form.media_type = MediaType::Protobuf;
-        assert!(cache.get(&other_form).is_none(), "each form has its own frame");
+        assert!(
+            cache.get(&other_form).is_none(),
+            "each form has its own frame"
+        );
     }
 }

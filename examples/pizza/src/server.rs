@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use apiserver::admission::{AdmissionOptions, Initializer, Plugins};
+use apiserver::auth::{ALL_AUTHENTICATED_GROUP, BearerTokens, SYSTEM_PRIVILEGED_GROUP, User};
 use apiserver::codec::MediaType;
+use apiserver::discovery::Discovery;
 use apiserver::endpoints::Api;
 use apiserver::registry::Store;
 use apiserver::server::{HealthCheck, ServeError, Server, ServingOptions, VersionInfo};
@@ -135,10 +137,21 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
     let api = Api::new(admission)
         .resource(pizzas.clone())
         .resource(toppings.clone());
+    let discovery = Discovery::new(&api.descriptions());
     let storage_check = backend.clone();
     let caches: Vec<Arc<dyn Storage>> = vec![pizzas.storage().clone(), toppings.storage().clone()];
+    let token = admin_token(data_dir)?;
+    let admin = User {
+        name: ADMIN_USER.to_string(),
+        groups: vec![
+            SYSTEM_PRIVILEGED_GROUP.to_string(),
+            ALL_AUTHENTICATED_GROUP.to_string(),
+        ],
+        ..User::default()
+    };
     let server = Server::builder("pizza-apiserver")
         .options(options.serving.clone())
+        .authenticator(BearerTokens::new().with(token.clone(), admin))
         .default_cert_dir(data_dir.join("certs"))
         .version(VersionInfo::for_crate(
             env!("CARGO_PKG_VERSION_MAJOR"),
@@ -158,13 +171,13 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
                 Ok(())
             }
         }))
-        .routes(api.router())
+        .routes(api.router().merge(discovery.router()))
         .bind()
         .await?;
 
     let url = format!("https://127.0.0.1:{}", server.local_addr().port());
     let kubeconfig = data_dir.join("kubeconfig");
-    write_kubeconfig(&kubeconfig, &url, &server, &options.serving)?;
+    write_kubeconfig(&kubeconfig, &url, &token, &server, &options.serving)?;
     Ok(PizzaServer {
         server,
         url,
@@ -205,11 +218,47 @@ async fn open_backend(options: &Options) -> Result<Arc<dyn Storage>, StartError>
     }
 }
 
-/// Writes a kubeconfig that reaches this server: its URL, the CA of its serving certificate, and a user without
-/// credentials (requests are anonymous and every request is allowed until delegated authorization lands).
+/// The user the written kubeconfig authenticates as (in `system:masters`).
+pub const ADMIN_USER: &str = "pizza-admin";
+
+/// The admin's bearer token: made on first start and kept in `DIR/admin-token` (mode 0600), so a kubeconfig
+/// stays valid across restarts.
+fn admin_token(data_dir: &Path) -> Result<String, StartError> {
+    let path = data_dir.join("admin-token");
+    let io_error = |source| StartError::DataDir {
+        path: path.clone(),
+        source,
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(token) if !token.trim().is_empty() => return Ok(token.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_error(e)),
+    }
+    let token = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io_error)?;
+    file.write_all(token.as_bytes()).map_err(io_error)?;
+    Ok(token)
+}
+
+/// Writes a kubeconfig that reaches this server: its URL, the CA of its serving certificate, and the admin's
+/// bearer token. (Requests without credentials are anonymous and, until delegated authorization lands, allowed.)
 fn write_kubeconfig(
     path: &Path,
     url: &str,
+    token: &str,
     server: &Server,
     serving: &ServingOptions,
 ) -> Result<(), StartError> {
@@ -238,7 +287,8 @@ contexts:
 current-context: pizza-apiserver
 users:
 - name: pizza-apiserver
-  user: {{}}
+  user:
+    token: {token}
 "
     );
     std::fs::write(path, kubeconfig).map_err(|source| StartError::DataDir {
