@@ -10,6 +10,7 @@ pub mod codec;
 pub mod discovery;
 pub mod endpoints;
 pub mod meta;
+pub mod openapi;
 pub mod registry;
 pub mod runtime;
 pub mod server;

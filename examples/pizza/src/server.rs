@@ -8,6 +8,7 @@ use apiserver::auth::{ALL_AUTHENTICATED_GROUP, BearerTokens, SYSTEM_PRIVILEGED_G
 use apiserver::codec::MediaType;
 use apiserver::discovery::Discovery;
 use apiserver::endpoints::Api;
+use apiserver::openapi::OpenApi;
 use apiserver::registry::Store;
 use apiserver::server::{HealthCheck, ServeError, Server, ServingOptions, VersionInfo};
 use apiserver::storage::Storage;
@@ -137,7 +138,9 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
     let api = Api::new(admission)
         .resource(pizzas.clone())
         .resource(toppings.clone());
-    let discovery = Discovery::new(&api.descriptions());
+    let descriptions = api.descriptions();
+    let discovery = Discovery::new(&descriptions);
+    let openapi = OpenApi::new(&descriptions, "pizza-apiserver", env!("CARGO_PKG_VERSION"));
     let storage_check = backend.clone();
     let caches: Vec<Arc<dyn Storage>> = vec![pizzas.storage().clone(), toppings.storage().clone()];
     let token = admin_token(data_dir)?;
@@ -171,7 +174,11 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
                 Ok(())
             }
         }))
-        .routes(api.router().merge(discovery.router()))
+        .routes(
+            api.router()
+                .merge(discovery.router())
+                .merge(openapi.router()),
+        )
         .bind()
         .await?;
 

@@ -17,10 +17,23 @@ async fn discovery_list_and_watch() {
     let server = TestServer::start(&[]).await;
     let client = server.client().await;
 
+    // Only our group: this server has no core group (`/api` lists no versions), as any aggregated server
+    // reached directly rather than through kube-apiserver.
     let discovery = Discovery::new(client.clone())
+        .filter(&[GROUP])
         .run()
         .await
         .expect("discovery");
+    // Aggregated discovery (one request) finds the same.
+    let aggregated = Discovery::new(client.clone())
+        .filter(&[GROUP])
+        .run_aggregated()
+        .await
+        .expect("aggregated discovery");
+    assert_eq!(
+        aggregated.get(GROUP).and_then(|g| g.preferred_version()),
+        Some("v1beta1")
+    );
     let group = discovery.get(GROUP).expect("the pizza group is discovered");
     assert_eq!(group.preferred_version(), Some("v1beta1"));
     let (pizzas, caps) = group
