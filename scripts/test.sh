@@ -10,3 +10,5 @@ ensure_packages "${BUILD_PACKAGES[@]}" etcd-server postgresql-15
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# The benchmark harness in quick mode, the server as its own process (the debug build the tests just made).
+cargo run --locked -q -p apiserver-bench -- --quick --backends memory,sqlite,postgres,etcd
