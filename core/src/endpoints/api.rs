@@ -9,7 +9,6 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
 use axum::routing::any;
-use http::Method;
 
 use super::context::Context;
 use super::{create, delete, get, list, patch, update, watch};
@@ -148,7 +147,7 @@ impl Api {
             return not_found();
         }
         let namespaced = endpoint.description().namespaced;
-        let verb = match route_verb(&parts.method, &info, namespaced) {
+        let verb = match route_verb(&info, namespaced) {
             Ok(verb) => verb,
             Err(NoRoute::NotFound) => return not_found(),
             Err(NoRoute::MethodNotAllowed) => return method_not_allowed(),
@@ -173,7 +172,6 @@ impl Api {
     }
 }
 
-/// Which verb a method on a path is.
 /// Upstream answers these from its route table: 404 for a path the scope has no route for, 405 for a method.
 #[derive(Clone, Copy, Debug)]
 enum NoRoute {
@@ -181,33 +179,38 @@ enum NoRoute {
     MethodNotAllowed,
 }
 
-fn route_verb(method: &Method, info: &RequestInfo, namespaced: bool) -> Result<Verb, NoRoute> {
-    let has_name = !info.name.is_empty();
+/// Which verb a request is. The request info's verb says it (its name may come from a `metadata.name` field
+/// selector on a list, as upstream sets it for authorization); the path must fit the verb and the scope.
+fn route_verb(info: &RequestInfo, namespaced: bool) -> Result<Verb, NoRoute> {
+    let verb = match info.verb.as_str() {
+        "get" => Verb::Get,
+        "list" => Verb::List,
+        "watch" => Verb::Watch,
+        "create" => Verb::Create,
+        "update" => Verb::Update,
+        "patch" => Verb::Patch,
+        "delete" => Verb::Delete,
+        "deletecollection" => Verb::DeleteCollection,
+        _ => return Err(NoRoute::MethodNotAllowed),
+    };
     let has_namespace = !info.namespace.is_empty();
-    if !namespaced && has_namespace {
+    let names_object = path_names_object(info);
+    if (!namespaced && has_namespace) || (namespaced && !has_namespace && names_object) {
         return Err(NoRoute::NotFound);
     }
     // A namespaced resource without a namespace has only the all-namespaces list and watch.
-    if namespaced && !has_namespace {
-        if has_name {
-            return Err(NoRoute::NotFound);
+    if namespaced && !has_namespace && !matches!(verb, Verb::List | Verb::Watch) {
+        return Err(NoRoute::MethodNotAllowed);
+    }
+    match (verb, names_object) {
+        (Verb::Create, true) | (Verb::Update | Verb::Patch, false) => {
+            Err(NoRoute::MethodNotAllowed)
         }
-        return match *method {
-            Method::GET if info.verb == "watch" => Ok(Verb::Watch),
-            Method::GET => Ok(Verb::List),
-            _ => Err(NoRoute::MethodNotAllowed),
-        };
+        _ => Ok(verb),
     }
-    match (method.clone(), has_name) {
-        (Method::GET, true) if info.verb == "watch" => Ok(Verb::Watch),
-        (Method::GET, true) => Ok(Verb::Get),
-        (Method::GET, false) if info.verb == "watch" => Ok(Verb::Watch),
-        (Method::GET, false) => Ok(Verb::List),
-        (Method::POST, false) => Ok(Verb::Create),
-        (Method::PUT, true) => Ok(Verb::Update),
-        (Method::PATCH, true) => Ok(Verb::Patch),
-        (Method::DELETE, true) => Ok(Verb::Delete),
-        (Method::DELETE, false) => Ok(Verb::DeleteCollection),
-        _ => Err(NoRoute::MethodNotAllowed),
-    }
+}
+
+/// Whether the URL path itself ends in an object name (`.../pizzas/<name>`), not only a collection.
+fn path_names_object(info: &RequestInfo) -> bool {
+    info.parts.len() >= 2 && info.parts.get(1).is_some_and(|name| !name.is_empty())
 }

@@ -134,6 +134,26 @@ async fn create_get_list_patch_delete() {
     );
     let out = server.kubectl_ok(&["get", "toppings", "--chunk-size=1", "-o", "name", "-v=6"]);
     assert_eq!(out.lines().count(), 3, "{out}");
+    // A list of one name (kubectl wait does this): a list, not the object.
+    let out = server.kubectl_ok(&[
+        "wait",
+        "--for=jsonpath={.spec.toppings[0].quantity}=1",
+        "pizza/margherita",
+        "--timeout=20s",
+    ]);
+    assert!(out.contains("condition met"), "{out}");
+    let out = server.kubectl_ok(&[
+        "get",
+        "pizzas",
+        "--field-selector",
+        "metadata.name=margherita",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(
+        out.trim(),
+        "pizza.restaurant.programming-kubernetes.info/margherita"
+    );
     let out = server.kubectl_ok(&["get", "pizzas", "-A", "-o", "name"]);
     assert_eq!(out.lines().count(), 1, "{out}");
 
