@@ -199,6 +199,22 @@ async fn measure(
         let value = vec![b'x'; config.sizes.value_bytes + 300];
         baseline_result(service, config, value).await
     };
+    let mut raw_extra = Vec::new();
+    if !config.no_raw
+        && let Service::Etcd(server) = service
+    {
+        match raw::etcd_gets(
+            server.url(),
+            config.sizes.gets,
+            config.sizes.objects,
+            config.sizes.concurrency,
+        )
+        .await
+        {
+            Ok(r) => raw_extra.push(r),
+            Err(e) => eprintln!("raw etcd gets failed: {e}"),
+        }
+    }
     let create_to_raw_ratio = raw
         .as_ref()
         .filter(|r| r.per_second > 0.0)
@@ -208,6 +224,7 @@ async fn measure(
         idle_rss_mib,
         phases: results,
         raw,
+        raw_extra,
         create_to_raw_ratio,
     })
 }

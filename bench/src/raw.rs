@@ -77,6 +77,26 @@ where
     PhaseResult::from_outcomes(name, concurrency, start.elapsed(), &outcomes, 200)
 }
 
+/// Reads of the keys [`etcd`] wrote, one key per request (what a server's GET without the cache costs).
+pub async fn etcd_gets(
+    url: String,
+    count: usize,
+    keys: usize,
+    concurrency: usize,
+) -> Result<PhaseResult, String> {
+    let client = apiserver_storage_etcd::etcd_client::Client::connect([url], None)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(run("raw etcd gets", count, concurrency, move |i| {
+        let mut kv = client.kv_client();
+        async move {
+            let key = format!("/bench-raw/{}", i % keys.max(1));
+            kv.get(key, None).await.is_ok_and(|r| !r.kvs().is_empty())
+        }
+    })
+    .await)
+}
+
 async fn etcd(
     url: String,
     count: usize,

@@ -88,6 +88,8 @@ pub struct BackendReport {
     pub phases: Vec<PhaseResult>,
     /// The backend written directly with the same values and concurrency.
     pub raw: Option<PhaseResult>,
+    /// Other raw figures of the backend (etcd: reads of one key).
+    pub raw_extra: Vec<PhaseResult>,
     /// Server creates/s divided by raw writes/s.
     pub create_to_raw_ratio: Option<f64>,
 }
@@ -177,7 +179,12 @@ impl Report {
                 backend.backend,
                 opt(backend.idle_rss_mib, 1)
             );
-            for p in backend.phases.iter().chain(backend.raw.iter()) {
+            for p in backend
+                .phases
+                .iter()
+                .chain(backend.raw.iter())
+                .chain(backend.raw_extra.iter())
+            {
                 let errors = if p.errors.is_empty() {
                     "0".to_string()
                 } else {

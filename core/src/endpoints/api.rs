@@ -28,6 +28,7 @@ pub const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
 #[async_trait]
 pub(crate) trait ResourceEndpoint: Send + Sync {
     fn description(&self) -> KindDescription;
+    fn namespaced(&self) -> bool;
     fn serves(&self, version: &str) -> bool;
     async fn serve(&self, context: Context, verb: Verb, body: Body) -> Response;
 }
@@ -57,6 +58,10 @@ pub(crate) struct Endpoint<T: Resource> {
 impl<T: Resource> ResourceEndpoint for Endpoint<T> {
     fn description(&self) -> KindDescription {
         self.store.codec().describe()
+    }
+
+    fn namespaced(&self) -> bool {
+        T::namespaced()
     }
 
     fn serves(&self, version: &str) -> bool {
@@ -109,7 +114,8 @@ impl Api {
         self
     }
 
-    /// What discovery and OpenAPI describe: every served kind, in the order added.
+    /// What discovery and OpenAPI describe: every served kind, in the order added. Builds the schemas: call it
+    /// once at startup.
     pub fn descriptions(&self) -> Vec<KindDescription> {
         self.order
             .iter()
@@ -146,7 +152,7 @@ impl Api {
         if !endpoint.serves(&info.api_version) {
             return not_found();
         }
-        let namespaced = endpoint.description().namespaced;
+        let namespaced = endpoint.namespaced();
         let verb = match route_verb(&info, namespaced) {
             Ok(verb) => verb,
             Err(NoRoute::NotFound) => return not_found(),
