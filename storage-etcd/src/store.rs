@@ -1,7 +1,7 @@
 //! [`EtcdStorage`]: the [`Storage`] contract on etcd v3 (upstream `pkg/storage/etcd3/store.go`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use apiserver::storage::{
@@ -47,6 +47,8 @@ struct Inner {
     compacted: Arc<AtomicU64>,
     /// Bumped by [`Storage::request_watch_progress`]; each progress-notify watch asks etcd for progress on change.
     progress: tokio::sync::watch::Sender<u64>,
+    /// Whether etcd answers progress requests only once every watch is in sync (see [`progress_is_reliable`]).
+    reliable_progress: AtomicBool,
     _compactor: Option<AbortOnDrop>,
 }
 
@@ -101,7 +103,9 @@ impl EtcdStorage {
             options = options.with_tls(t);
         }
         let client = Client::connect(&config.endpoints, Some(options)).await?;
-        Ok(Self::from_client(client, &config))
+        let store = Self::from_client(client, &config);
+        store.probe_version().await;
+        Ok(store)
     }
 
     /// Wraps an existing client (for servers that share one), with `config`'s prefix and compaction interval.
@@ -118,8 +122,21 @@ impl EtcdStorage {
                 health_key: format!("{prefix}/health"),
                 compacted,
                 progress: tokio::sync::watch::Sender::new(0),
+                reliable_progress: AtomicBool::new(false),
                 _compactor: compactor,
             }),
+        }
+    }
+
+    /// Asks etcd for its version, to know whether its progress answers can be trusted. Until it answers (or when
+    /// the store was built by [`EtcdStorage::from_client`] without calling this) progress counts as unreliable.
+    pub async fn probe_version(&self) {
+        let mut m = self.inner.client.maintenance_client();
+        if let Ok(Ok(status)) = tokio::time::timeout(HEALTH_TIMEOUT, m.status()).await {
+            let reliable = progress_is_reliable(status.version());
+            self.inner
+                .reliable_progress
+                .store(reliable, Ordering::Relaxed);
         }
     }
 
@@ -609,6 +626,10 @@ impl Storage for EtcdStorage {
         })
     }
 
+    fn reliable_progress(&self) -> bool {
+        self.inner.reliable_progress.load(Ordering::Relaxed)
+    }
+
     async fn readiness(&self) -> Result<(), StorageError> {
         let key = self.inner.health_key.as_str();
         match tokio::time::timeout(HEALTH_TIMEOUT, self.kv().get(key, None)).await {
@@ -760,6 +781,26 @@ fn stale_or_fail(
     }
 }
 
+/// Whether an etcd of `version` answers progress requests only once its watches are in sync. Before 3.4.31 and
+/// 3.5.13 it stamped the answer with the store's revision even while a watch's events were still queued, so a
+/// bookmark from it could claim events not yet delivered (upstream gates consistent reads from cache the same way).
+fn progress_is_reliable(version: &str) -> bool {
+    let mut parts = version
+        .split(['.', '-', '+'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor, patch) = (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    );
+    match (major, minor) {
+        (3, 4) => patch >= 31,
+        (3, 5) => patch >= 13,
+        (3, m) => m > 5,
+        (m, _) => m > 3,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -771,5 +812,20 @@ mod tests {
         assert_eq!(prefix_end(b"\xff"), vec![0]);
         let (s, e) = bounds(&KeyRange::Exact("/a/b".into()));
         assert_eq!((s, e), (b"/a/b".to_vec(), b"/a/b\0".to_vec()));
+    }
+
+    #[test]
+    fn progress_reliable_from_3_4_31_and_3_5_13() {
+        for (v, want) in [
+            ("3.4.23", false),
+            ("3.4.31", true),
+            ("3.5.12", false),
+            ("3.5.13", true),
+            ("3.6.0", true),
+            ("3.5.13-rc.0", true),
+            ("garbage", false),
+        ] {
+            assert_eq!(progress_is_reliable(v), want, "{v}");
+        }
     }
 }

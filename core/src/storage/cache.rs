@@ -170,6 +170,10 @@ impl WatchCache {
         if ready(&self.shared) {
             return true;
         }
+        // Without reliable progress, waiting could only be ended by a progress claim memory cannot trust.
+        if !self.shared.inner.reliable_progress() {
+            return false;
+        }
         let _ = self.shared.inner.request_watch_progress().await;
         let deadline = tokio::time::Instant::now() + self.shared.config.fresh_timeout;
         loop {
@@ -364,7 +368,8 @@ async fn follow(shared: &Shared, revision: u64) {
         recursive: true,
         send_initial_events: Some(initial),
         allow_watch_bookmarks: true,
-        progress_notify: true,
+        // Bookmarks move memory's revision forward, which only a backend with reliable progress may do.
+        progress_notify: shared.inner.reliable_progress(),
         ..WatchOptions::default()
     };
     let mut events = match shared.inner.watch(shared.range.as_str(), &opts).await {
@@ -400,7 +405,7 @@ async fn follow(shared: &Shared, revision: u64) {
             }
             EventType::Bookmark => {
                 let mut st = shared.lock();
-                if event.revision > st.revision {
+                if event.revision > st.revision && shared.inner.reliable_progress() {
                     st.revision = event.revision;
                     drop(st);
                     shared.revision.send_replace(event.revision);
@@ -568,9 +573,16 @@ impl Storage for WatchCache {
             return self.shared.inner.list(key, opts).await;
         }
         // Memory must have caught up with the backend (a consistent list, reading our own writes) and with any
-        // "not older than" bound (which may be ahead of the backend: then the backend answers 504).
-        let current = self.shared.inner.current_revision().await?;
-        let wanted = plan.min_revision.unwrap_or(0).max(current);
+        // "not older than" bound (which may be ahead of the backend: then the backend answers 504). Without
+        // reliable progress memory cannot prove it caught up: consistent lists go to the backend.
+        let wanted = if self.shared.inner.reliable_progress() {
+            let current = self.shared.inner.current_revision().await?;
+            plan.min_revision.unwrap_or(0).max(current)
+        } else if opts.resource_version.is_none() {
+            return self.shared.inner.list(key, opts).await;
+        } else {
+            plan.min_revision.unwrap_or(0)
+        };
         if !self.wait_fresh(wanted).await {
             return self.shared.inner.list(key, opts).await;
         }
@@ -618,13 +630,16 @@ impl Storage for WatchCache {
             return self.shared.inner.watch(key, opts).await;
         }
         // From "now" (no resourceVersion, or 0): memory must first catch up with the backend, so that a watch
-        // opened after a write sees it. Upstream serves 0 from possibly stale memory; we read our writes.
+        // opened after a write sees it. Upstream serves 0 from possibly stale memory; we read our writes, and
+        // without reliable progress memory cannot prove it caught up: the backend serves the watch.
+        let reliable = self.shared.inner.reliable_progress();
         let wanted = match rv {
-            0 => self.shared.inner.current_revision().await?,
+            0 if reliable => self.shared.inner.current_revision().await?,
+            0 => return self.shared.inner.watch(key, opts).await,
             n => n,
         };
         if !self.wait_fresh(wanted).await {
-            if !self.is_ready() || rv == 0 {
+            if !self.is_ready() || rv == 0 || !reliable {
                 return self.shared.inner.watch(key, opts).await;
             }
             let current = self.current_revision_cached();
@@ -668,6 +683,10 @@ impl Storage for WatchCache {
         self.shared.inner.stats(prefix).await
     }
 
+    fn reliable_progress(&self) -> bool {
+        self.shared.inner.reliable_progress()
+    }
+
     async fn readiness(&self) -> Result<(), StorageError> {
         self.shared.inner.readiness().await?;
         if self.is_ready() {
@@ -682,8 +701,12 @@ impl Storage for WatchCache {
 
     /// Catches memory up with the backend, then gives every watcher that asked for progress a bookmark.
     async fn request_watch_progress(&self) -> Result<(), StorageError> {
-        let current = self.shared.inner.current_revision().await?;
-        self.wait_fresh(current).await;
+        // Watches the cache handed to the backend get their progress from it.
+        self.shared.inner.request_watch_progress().await?;
+        if self.shared.inner.reliable_progress() {
+            let current = self.shared.inner.current_revision().await?;
+            self.wait_fresh(current).await;
+        }
         let mut st = self.shared.lock();
         let revision = st.revision;
         st.send(|| Message::Bookmark(revision), |w| w.progress);

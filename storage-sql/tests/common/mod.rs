@@ -110,6 +110,9 @@ impl Storage for SqliteTestStore {
     async fn stats(&self, prefix: &str) -> Result<Stats, StorageError> {
         self.store.stats(prefix).await
     }
+    fn reliable_progress(&self) -> bool {
+        self.store.reliable_progress()
+    }
     async fn readiness(&self) -> Result<(), StorageError> {
         self.store.readiness().await
     }
