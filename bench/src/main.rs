@@ -1,1 +1,102 @@
-fn main() {}
+//! `apiserver-bench`: load phases against the pizza server on each backend, raw backend baselines, a table on
+//! stdout and a JSON report. `--quick` finishes in under a minute.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use apiserver_bench::target::{Backend, default_server_binary};
+use apiserver_bench::{Config, Mode, Sizes, run};
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(
+    name = "apiserver-bench",
+    version,
+    about = "Benchmarks the pizza server on each storage backend next to the raw backends"
+)]
+struct Cli {
+    /// Backends to run the pizza server on.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Backend::Rocksdb, Backend::Memory, Backend::Sqlite, Backend::Postgres, Backend::Etcd])]
+    backends: Vec<Backend>,
+    /// Small sizes: finishes in under a minute.
+    #[arg(long)]
+    quick: bool,
+    /// Run the server inside the harness instead of as a process (no CPU/memory figures).
+    #[arg(long)]
+    in_process: bool,
+    /// The pizza-apiserver binary (default: next to this executable).
+    #[arg(long)]
+    server_bin: Option<PathBuf>,
+    /// Measure a running server of the same API instead, reached through this kubeconfig.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// HTTP/1.1 instead of HTTP/2.
+    #[arg(long)]
+    http1: bool,
+    /// Skip the raw backend baselines.
+    #[arg(long)]
+    no_raw: bool,
+    /// Objects to create (overrides the size preset).
+    #[arg(long)]
+    objects: Option<usize>,
+    /// Concurrent clients (overrides the size preset).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Also write the report as JSON here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut sizes = if cli.quick {
+        Sizes::quick()
+    } else {
+        Sizes::full()
+    };
+    if let Some(n) = cli.objects {
+        sizes.objects = n;
+    }
+    if let Some(c) = cli.concurrency {
+        sizes.concurrency = c;
+    }
+    let mode = if let Some(kubeconfig) = cli.kubeconfig {
+        Mode::Remote(kubeconfig)
+    } else if cli.in_process {
+        Mode::InProcess
+    } else {
+        match cli.server_bin.or_else(default_server_binary) {
+            Some(binary) => Mode::Process(binary),
+            None => {
+                eprintln!(
+                    "apiserver-bench: no pizza-apiserver binary next to this one; build it (cargo build -p pizza-apiserver, same profile), pass --server-bin, or use --in-process"
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    };
+    let config = Config {
+        backends: cli.backends,
+        mode,
+        sizes,
+        http1: cli.http1,
+        no_raw: cli.no_raw,
+    };
+    let report = match run(&config).await {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("apiserver-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("{}", report.table());
+    if let Some(path) = cli.out {
+        let json = serde_json::to_vec_pretty(&report).unwrap_or_default();
+        if let Err(e) = std::fs::write(&path, json) {
+            eprintln!("apiserver-bench: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}

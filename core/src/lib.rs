@@ -1,11 +1,26 @@
 //! A framework for Kubernetes-style API servers (aggregated extension apiservers) with pluggable storage.
 //!
 //! Modules follow the path of a request: `meta` (wire types), `runtime` (objects, scheme),
-//! `codec` (JSON, YAML, protobuf), `storage` (the backend contract).
+//! `codec` (JSON, YAML, protobuf), `endpoints` (REST handlers), `admission` (plugins), `validation` (field errors), `registry` (the generic store and strategies),
+//! `storage` (the backend contract, memory backend, watch cache).
 
+pub mod admission;
+pub mod auth;
 pub mod codec;
+pub mod discovery;
+pub mod endpoints;
 pub mod meta;
+pub mod openapi;
+pub mod registry;
 pub mod runtime;
+pub mod server;
 pub mod storage;
+pub mod validation;
 
-pub use apiserver_derive::*;
+pub use apiserver_derive::{Hub, Versioned};
+
+// Re-exported for the code the derives generate and so that users need no direct dependency on them.
+pub use prost;
+pub use schemars;
+pub use schemars::JsonSchema;
+pub use serde_json;

@@ -1,1 +1,451 @@
 //! Derive macros for hub and versioned API types; re-exported by `apiserver`.
+//!
+//! `#[derive(Hub)]` gives a hub (internal) type its resource identity; `#[derive(Versioned)]` makes a wire struct a
+//! served version of a hub (or a nested part of one), with field-by-field conversion in both directions.
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as TokenStream2};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Data, DeriveInput, Fields, LitInt, LitStr, Path};
+
+/// The resource identity of a hub type: implements `apiserver::runtime::Resource`.
+///
+/// The struct must have a `metadata: apiserver::meta::ObjectMeta` field. Attributes, in `#[resource(...)]`:
+///
+/// - `group = "..."` (required): the API group.
+/// - `kind = "..."` (required): the kind, e.g. `Pizza`.
+/// - `plural = "..."`: the URL name; default the lower-case kind with an English plural (`pizzas`, `classes`).
+/// - `singular = "..."`: default the lower-case kind.
+/// - `namespaced`: objects live in namespaces; without it the resource is cluster-scoped.
+/// - `shortname = "..."`, `category = "..."`, `subresource = "status"`: repeatable.
+/// - `printcolumn(name = "...", type_ = "...", json_path = "...", format = "...", description = "...",
+///   priority = N)`: an extra `kubectl get` column (repeatable).
+/// - `selectable_field = "spec.cost"`: a field path usable in field selectors (repeatable); its value is read from
+///   the hub by turning each camelCase segment into the snake_case Rust field and formatting it with `Display`.
+///
+/// ```ignore
+/// #[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
+/// #[resource(group = "restaurant.programming-kubernetes.info", kind = "Pizza", namespaced)]
+/// pub struct Pizza { pub metadata: ObjectMeta, pub spec: PizzaSpec, pub status: PizzaStatus }
+/// ```
+#[proc_macro_derive(Hub, attributes(resource))]
+pub fn derive_hub(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as DeriveInput);
+    hub(input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// A served version of a hub type, or a nested struct of one: field-by-field conversion to and from the hub.
+///
+/// Struct attributes, in `#[versioned(...)]`:
+///
+/// - `hub = "path::Type"` (required): the hub struct this one converts to and from.
+/// - `version = "v1beta1"`: marks the root object of a version and implements `apiserver::runtime::Versioned`
+///   (the struct must also derive serde, `prost::Message` and `schemars::JsonSchema`).
+/// - `default = "path::fn"`: `fn(&mut Self)`, this version's defaults, run on decoded input before conversion.
+///
+/// Field attributes:
+///
+/// - `to_hub = "path::fn", from_hub = "path::fn"`: named conversions for a field whose type differs from the
+///   hub's (`fn(&ThisFieldType) -> HubFieldType` and back). Without them the types must convert field by field;
+///   a mismatch is a compile error at the field.
+/// - `rename = "hub_field"`: the hub's field has another name.
+/// - `skip`: a field only this version has; it takes `Default` when converting from the hub.
+#[proc_macro_derive(Versioned, attributes(versioned))]
+pub fn derive_versioned(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as DeriveInput);
+    versioned(input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+fn named_fields(input: &DeriveInput) -> syn::Result<&syn::FieldsNamed> {
+    match &input.data {
+        Data::Struct(data) => match &data.fields {
+            Fields::Named(fields) => Ok(fields),
+            _ => Err(syn::Error::new(
+                input.ident.span(),
+                "expected a struct with named fields",
+            )),
+        },
+        _ => Err(syn::Error::new(
+            input.ident.span(),
+            "expected a struct with named fields",
+        )),
+    }
+}
+
+struct PrintColumn {
+    name: String,
+    type_: String,
+    format: String,
+    description: String,
+    json_path: String,
+    priority: i32,
+}
+
+fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
+    let fields = named_fields(&input)?;
+    if !fields
+        .named
+        .iter()
+        .any(|f| f.ident.as_ref().is_some_and(|i| i == "metadata"))
+    {
+        return Err(syn::Error::new(
+            input.ident.span(),
+            "a hub type needs a `metadata: ObjectMeta` field",
+        ));
+    }
+    let mut group = None;
+    let mut kind = None;
+    let mut plural = None;
+    let mut singular = None;
+    let mut namespaced = false;
+    let mut short_names = Vec::new();
+    let mut categories = Vec::new();
+    let mut subresources = Vec::new();
+    let mut selectable = Vec::new();
+    let mut columns = Vec::new();
+    for attr in input.attrs.iter().filter(|a| a.path().is_ident("resource")) {
+        attr.parse_nested_meta(|meta| {
+            let string = |meta: &syn::meta::ParseNestedMeta| -> syn::Result<String> {
+                Ok(meta.value()?.parse::<LitStr>()?.value())
+            };
+            if meta.path.is_ident("group") {
+                group = Some(string(&meta)?);
+            } else if meta.path.is_ident("kind") {
+                kind = Some(string(&meta)?);
+            } else if meta.path.is_ident("plural") {
+                plural = Some(string(&meta)?);
+            } else if meta.path.is_ident("singular") {
+                singular = Some(string(&meta)?);
+            } else if meta.path.is_ident("namespaced") {
+                namespaced = true;
+            } else if meta.path.is_ident("shortname") {
+                short_names.push(string(&meta)?);
+            } else if meta.path.is_ident("category") {
+                categories.push(string(&meta)?);
+            } else if meta.path.is_ident("subresource") {
+                subresources.push(string(&meta)?);
+            } else if meta.path.is_ident("selectable_field") {
+                let lit = meta.value()?.parse::<LitStr>()?;
+                selectable.push((lit.value(), lit.span()));
+            } else if meta.path.is_ident("printcolumn") {
+                let mut column = PrintColumn {
+                    name: String::new(),
+                    type_: String::new(),
+                    format: String::new(),
+                    description: String::new(),
+                    json_path: String::new(),
+                    priority: 0,
+                };
+                meta.parse_nested_meta(|inner| {
+                    if inner.path.is_ident("name") {
+                        column.name = string(&inner)?;
+                    } else if inner.path.is_ident("type_") || inner.path.is_ident("type") {
+                        column.type_ = string(&inner)?;
+                    } else if inner.path.is_ident("format") {
+                        column.format = string(&inner)?;
+                    } else if inner.path.is_ident("description") {
+                        column.description = string(&inner)?;
+                    } else if inner.path.is_ident("json_path") {
+                        column.json_path = string(&inner)?;
+                    } else if inner.path.is_ident("priority") {
+                        column.priority = inner.value()?.parse::<LitInt>()?.base10_parse()?;
+                    } else {
+                        return Err(inner.error(
+                            "unknown printcolumn attribute; expected name, type_, json_path, format, description or priority",
+                        ));
+                    }
+                    Ok(())
+                })?;
+                if column.name.is_empty() || column.type_.is_empty() || column.json_path.is_empty() {
+                    return Err(meta.error("printcolumn needs name, type_ and json_path"));
+                }
+                columns.push(column);
+            } else {
+                return Err(meta.error(
+                    "unknown resource attribute; expected group, kind, plural, singular, namespaced, shortname, \
+                     category, subresource, selectable_field or printcolumn",
+                ));
+            }
+            Ok(())
+        })?;
+    }
+    let missing = |what: &str| {
+        syn::Error::new(
+            input.ident.span(),
+            format!("missing #[resource({what} = \"...\")]"),
+        )
+    };
+    let group = group.ok_or_else(|| missing("group"))?;
+    let kind = kind.ok_or_else(|| missing("kind"))?;
+    let lower = kind.to_lowercase();
+    let plural = plural.unwrap_or_else(|| pluralize(&lower));
+    let singular = singular.unwrap_or(lower);
+    let scope = if namespaced {
+        quote!(Namespaced)
+    } else {
+        quote!(Cluster)
+    };
+    let columns = columns.iter().map(|c| {
+        let PrintColumn {
+            name,
+            type_,
+            format,
+            description,
+            json_path,
+            priority,
+        } = c;
+        quote! {
+            ::apiserver::runtime::PrinterColumn {
+                name: #name, type_: #type_, format: #format, description: #description,
+                json_path: #json_path, priority: #priority,
+            }
+        }
+    });
+    let selectable_arms = selectable
+        .iter()
+        .map(|(path, span)| {
+            let segments = path.split('.').map(|s| syn::Ident::new(&snake_case(s), *span));
+            quote_spanned! {*span=> #path => Some(::std::string::ToString::to_string(&self.#(#segments).*)), }
+        })
+        .collect::<Vec<_>>();
+    let selectable_paths = selectable.iter().map(|(p, _)| p);
+    let name = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    Ok(quote! {
+        impl #impl_generics ::apiserver::runtime::Resource for #name #ty_generics #where_clause {
+            const GROUP: &'static str = #group;
+            const KIND: &'static str = #kind;
+            const PLURAL: &'static str = #plural;
+            const SINGULAR: &'static str = #singular;
+            const SCOPE: ::apiserver::runtime::Scope = ::apiserver::runtime::Scope::#scope;
+            const SHORT_NAMES: &'static [&'static str] = &[#(#short_names),*];
+            const CATEGORIES: &'static [&'static str] = &[#(#categories),*];
+            const PRINTER_COLUMNS: &'static [::apiserver::runtime::PrinterColumn] = &[#(#columns),*];
+            const SUBRESOURCES: &'static [&'static str] = &[#(#subresources),*];
+            const SELECTABLE_FIELDS: &'static [&'static str] = &[#(#selectable_paths),*];
+
+            fn metadata(&self) -> &::apiserver::meta::ObjectMeta {
+                &self.metadata
+            }
+
+            fn metadata_mut(&mut self) -> &mut ::apiserver::meta::ObjectMeta {
+                &mut self.metadata
+            }
+
+            fn selectable_field(&self, path: &str) -> ::std::option::Option<::std::string::String> {
+                match path {
+                    #(#selectable_arms)*
+                    _ => None,
+                }
+            }
+        }
+    })
+}
+
+/// The English plural Kubernetes tools use for lower-case kinds.
+fn pluralize(singular: &str) -> String {
+    if singular.ends_with('s')
+        || singular.ends_with('x')
+        || singular.ends_with('z')
+        || singular.ends_with("ch")
+        || singular.ends_with("sh")
+    {
+        format!("{singular}es")
+    } else if let Some(stem) = singular.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+    {
+        format!("{stem}ies")
+    } else {
+        format!("{singular}s")
+    }
+}
+
+/// `creationTimestamp` → `creation_timestamp`.
+fn snake_case(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 4);
+    for c in camel.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[derive(Default)]
+struct FieldOptions {
+    to_hub: Option<Path>,
+    from_hub: Option<Path>,
+    rename: Option<syn::Ident>,
+    skip: bool,
+}
+
+fn field_options(field: &syn::Field) -> syn::Result<FieldOptions> {
+    let mut options = FieldOptions::default();
+    for attr in field
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("versioned"))
+    {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("to_hub") {
+                options.to_hub = Some(meta.value()?.parse::<LitStr>()?.parse()?);
+            } else if meta.path.is_ident("from_hub") {
+                options.from_hub = Some(meta.value()?.parse::<LitStr>()?.parse()?);
+            } else if meta.path.is_ident("rename") {
+                let lit = meta.value()?.parse::<LitStr>()?;
+                options.rename = Some(syn::Ident::new(&lit.value(), lit.span()));
+            } else if meta.path.is_ident("skip") {
+                options.skip = true;
+            } else {
+                return Err(meta.error(
+                    "unknown versioned field attribute; expected to_hub, from_hub, rename or skip",
+                ));
+            }
+            Ok(())
+        })?;
+    }
+    if options.to_hub.is_some() != options.from_hub.is_some() {
+        return Err(syn::Error::new(
+            field.span(),
+            "give both `to_hub` and `from_hub`, or neither",
+        ));
+    }
+    Ok(options)
+}
+
+fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
+    let fields = named_fields(&input)?;
+    let mut hub: Option<Path> = None;
+    let mut version: Option<String> = None;
+    let mut default: Option<Path> = None;
+    for attr in input
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("versioned"))
+    {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("hub") {
+                hub = Some(meta.value()?.parse::<LitStr>()?.parse()?);
+            } else if meta.path.is_ident("version") {
+                version = Some(meta.value()?.parse::<LitStr>()?.value());
+            } else if meta.path.is_ident("default") {
+                default = Some(meta.value()?.parse::<LitStr>()?.parse()?);
+            } else {
+                return Err(
+                    meta.error("unknown versioned attribute; expected hub, version or default")
+                );
+            }
+            Ok(())
+        })?;
+    }
+    let hub = hub.ok_or_else(|| {
+        syn::Error::new(
+            input.ident.span(),
+            "missing #[versioned(hub = \"path::Type\")]",
+        )
+    })?;
+    let name = &input.ident;
+    let mut to_hub = Vec::new();
+    let mut from_hub = Vec::new();
+    for field in &fields.named {
+        let Some(ident) = field.ident.as_ref() else {
+            continue;
+        };
+        let options = field_options(field)?;
+        if options.skip {
+            from_hub.push(quote! { #ident: ::std::default::Default::default() });
+            continue;
+        }
+        let hub_ident = options.rename.clone().unwrap_or_else(|| ident.clone());
+        let span = field.ty.span();
+        match (&options.to_hub, &options.from_hub) {
+            (Some(to), Some(from)) => {
+                to_hub.push(quote_spanned! {span=> #hub_ident: #to(&self.#ident) });
+                from_hub.push(quote_spanned! {span=> #ident: #from(&self.#hub_ident) });
+            }
+            _ => {
+                to_hub.push(quote_spanned! {span=> #hub_ident: ::apiserver::runtime::convert_field(&self.#ident) });
+                from_hub.push(quote_spanned! {span=> #ident: ::apiserver::runtime::convert_field(&self.#hub_ident) });
+            }
+        }
+    }
+    let conversions = quote! {
+        impl ::apiserver::runtime::Convert<#hub> for #name {
+            fn convert(&self) -> #hub {
+                #hub { #(#to_hub),* }
+            }
+        }
+
+        impl ::apiserver::runtime::Convert<#name> for #hub {
+            fn convert(&self) -> #name {
+                #name { #(#from_hub),* }
+            }
+        }
+    };
+    let Some(version) = version else {
+        if default.is_some() {
+            return Err(syn::Error::new(
+                Span::call_site(),
+                "`default` needs `version` (defaults run on root objects)",
+            ));
+        }
+        return Ok(conversions);
+    };
+    let set_defaults = default.map(|f| {
+        quote! {
+            fn set_defaults(&mut self) {
+                #f(self)
+            }
+        }
+    });
+    Ok(quote! {
+        #conversions
+
+        impl ::apiserver::runtime::Versioned for #name {
+            type Hub = #hub;
+            const VERSION: &'static str = #version;
+
+            #set_defaults
+
+            fn to_hub(&self) -> #hub {
+                ::apiserver::runtime::Convert::convert(self)
+            }
+
+            fn from_hub(hub: &#hub) -> Self {
+                ::apiserver::runtime::Convert::convert(hub)
+            }
+
+            fn openapi_schema() -> ::apiserver::serde_json::Value {
+                ::apiserver::runtime::openapi_schema::<Self>()
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plurals() {
+        assert_eq!(pluralize("pizza"), "pizzas");
+        assert_eq!(pluralize("topping"), "toppings");
+        assert_eq!(pluralize("class"), "classes");
+        assert_eq!(pluralize("policy"), "policies");
+        assert_eq!(pluralize("gateway"), "gateways");
+    }
+
+    #[test]
+    fn snake() {
+        assert_eq!(snake_case("creationTimestamp"), "creation_timestamp");
+        assert_eq!(snake_case("cost"), "cost");
+    }
+}

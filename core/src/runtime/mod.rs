@@ -1,1 +1,18 @@
-//! runtime
+//! Objects and their types: group/version/kind names, the hub/versioned traits the derives implement,
+//! field-by-field conversion, and the list wrapper.
+
+mod convert;
+mod gvk;
+mod list;
+mod resource;
+mod schema;
+mod scheme;
+mod versioned;
+
+pub use convert::{Convert, convert_field};
+pub use gvk::{GroupKind, GroupResource, GroupVersion, GroupVersionKind, GroupVersionResource};
+pub use list::List;
+pub use resource::{PrinterColumn, Resource, Scope};
+pub use schema::openapi_schema;
+pub use scheme::{DecodeError, Decoded, EncodeError, KindDescription, ResourceCodec};
+pub use versioned::Versioned;

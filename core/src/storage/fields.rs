@@ -95,6 +95,16 @@ impl FieldSelector {
         }
     }
 
+    /// This selector and `field == value` (upstream `fields.AndSelectors` with a one-term selector).
+    pub fn and_equal(mut self, field: &str, value: &str) -> Self {
+        self.requirements.push(FieldRequirement {
+            field: field.to_string(),
+            operator: FieldOperator::Equals,
+            value: value.to_string(),
+        });
+        self
+    }
+
     /// True when the selector does not restrict anything.
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()

@@ -19,9 +19,9 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::{
-    EventType, GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Stats, Storage,
-    StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent, WatchOptions, WatchStream,
-    encode_continue, plan_list, validate_key,
+    Change, EventType, GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Stats,
+    Storage, StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent, WatchOptions,
+    WatchStream, encode_continue, plan_list, validate_key,
 };
 use crate::storage::Predicate;
 
@@ -37,17 +37,8 @@ struct Version {
 
 /// One write, as watchers see it.
 #[derive(Debug)]
-struct LogEntry {
-    revision: u64,
-    key: String,
-    /// The new value; `None` for a deletion.
-    value: Option<Bytes>,
-    /// The value before the write.
-    prev: Option<Bytes>,
-}
-
 enum Notification {
-    Entry(Arc<LogEntry>),
+    Entry(Arc<Change>),
     Progress(u64),
 }
 
@@ -63,7 +54,7 @@ struct State {
     revision: u64,
     compacted: u64,
     keys: BTreeMap<String, Vec<Version>>,
-    log: VecDeque<Arc<LogEntry>>,
+    log: VecDeque<Arc<Change>>,
     watchers: Vec<WatcherSlot>,
 }
 
@@ -94,7 +85,7 @@ impl State {
             revision,
             value: value.clone(),
         });
-        let entry = Arc::new(LogEntry {
+        let entry = Arc::new(Change {
             revision,
             key: key.to_string(),
             value,
@@ -602,7 +593,7 @@ impl Storage for MemoryStorage {
 
 enum Pending {
     Initial(StoredObject),
-    Entry(Arc<LogEntry>),
+    Entry(Arc<Change>),
     Ready(WatchEvent),
 }
 
@@ -650,7 +641,7 @@ impl WatchState {
                     if e.revision <= self.start_after {
                         None
                     } else {
-                        transform(&self.predicate, &e)
+                        e.event_for(&self.predicate)
                     }
                 }
             };
@@ -664,50 +655,6 @@ impl WatchState {
 /// Whether a value is selected; an extraction failure counts as not selected (as upstream's watcher filter).
 fn matches(p: &Predicate, value: &[u8]) -> bool {
     p.matches(value).unwrap_or(false)
-}
-
-/// Turns a write into the event a watcher with predicate `p` sees (upstream etcd3 watcher `transform`).
-fn transform(p: &Predicate, e: &LogEntry) -> Option<WatchEvent> {
-    let obj = |value: &Bytes| StoredObject {
-        key: e.key.clone(),
-        value: value.clone(),
-        revision: e.revision,
-    };
-    match (&e.value, &e.prev) {
-        (Some(new), None) => {
-            matches(p, new).then(|| WatchEvent::object(EventType::Added, obj(new), None))
-        }
-        (Some(new), Some(old)) => {
-            if p.is_everything() {
-                return Some(WatchEvent::object(
-                    EventType::Modified,
-                    obj(new),
-                    Some(old.clone()),
-                ));
-            }
-            match (matches(p, old), matches(p, new)) {
-                (true, true) => Some(WatchEvent::object(
-                    EventType::Modified,
-                    obj(new),
-                    Some(old.clone()),
-                )),
-                (false, true) => Some(WatchEvent::object(
-                    EventType::Added,
-                    obj(new),
-                    Some(old.clone()),
-                )),
-                (true, false) => Some(WatchEvent::object(
-                    EventType::Deleted,
-                    obj(old),
-                    Some(old.clone()),
-                )),
-                (false, false) => None,
-            }
-        }
-        (None, Some(old)) => matches(p, old)
-            .then(|| WatchEvent::object(EventType::Deleted, obj(old), Some(old.clone()))),
-        (None, None) => None,
-    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 
+pub mod cache;
+mod change;
 mod continue_token;
 mod error;
 pub mod fields;
@@ -408,6 +410,14 @@ pub trait Storage: Send + Sync + 'static {
     async fn request_watch_progress(&self) -> Result<(), StorageError> {
         Ok(())
     }
+
+    /// Whether a progress BOOKMARK at revision R promises that every event of the watch up to R was delivered
+    /// before it. The watch cache relies on that to serve consistent reads from memory; without it (etcd 3.4
+    /// answers progress requests with the store's revision while a watch's events may still be queued) the cache
+    /// sends consistent reads to the backend, as upstream does for etcd before 3.5.13.
+    fn reliable_progress(&self) -> bool {
+        true
+    }
 }
 
 /// How to serve a list, from [`plan_list`]: shared by backends so they agree on upstream's rules.
@@ -475,3 +485,6 @@ pub fn plan_list(key: &str, opts: &ListOptions) -> Result<ListPlan, StorageError
         continuing: false,
     })
 }
+
+pub use cache::{CacheConfig, WatchCache};
+pub use change::Change;

@@ -26,7 +26,10 @@ use futures::future::BoxFuture;
 
 use super::Storage;
 
+mod cached;
 pub mod cases;
+
+pub use cached::{CachePerPrefix, cached};
 
 /// A conformance case: takes a fresh store, panics on failure.
 pub type CaseFn = fn(Arc<dyn Storage>) -> BoxFuture<'static, ()>;

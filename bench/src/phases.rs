@@ -1,0 +1,432 @@
+//! The load phases, each with a fixed concurrency and count: create, get, list, conflicting updates, watch
+//! latency, watch fan-out, delete.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use crate::Sizes;
+use crate::report::PhaseResult;
+
+const TOPPINGS: &str = "/apis/restaurant.programming-kubernetes.info/v1alpha1/toppings";
+
+/// One benchmark run against one server.
+pub struct Load {
+    pub client: reqwest::Client,
+    pub base: String,
+    pub sizes: Sizes,
+    payload: String,
+}
+
+/// The outcome of one request: its latency and HTTP status (0 when it did not get one).
+type Outcome = (Duration, u16);
+
+impl Load {
+    pub fn new(client: reqwest::Client, base: String, sizes: Sizes) -> Self {
+        let payload = "x".repeat(sizes.value_bytes);
+        Load {
+            client,
+            base,
+            sizes,
+            payload,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn topping(&self, name: &str, cost: f64) -> Value {
+        json!({
+            "apiVersion": "restaurant.programming-kubernetes.info/v1alpha1",
+            "kind": "Topping",
+            "metadata": {"name": name, "annotations": {"bench.apiserver/payload": self.payload}},
+            "spec": {"cost": cost}
+        })
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> Outcome {
+        let start = Instant::now();
+        let status = match request.send().await {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                let _ = response.bytes().await;
+                status
+            }
+            Err(_) => 0,
+        };
+        (start.elapsed(), status)
+    }
+
+    /// Runs `count` requests made by `make(i)` on `concurrency` workers.
+    async fn parallel<F, Fut>(
+        &self,
+        name: &str,
+        concurrency: usize,
+        count: usize,
+        ok: u16,
+        make: F,
+    ) -> PhaseResult
+    where
+        F: Fn(usize) -> Fut + Send + Sync + 'static + Clone,
+        Fut: std::future::Future<Output = Outcome> + Send,
+    {
+        let next = Arc::new(AtomicUsize::new(0));
+        let start = Instant::now();
+        let mut workers = Vec::new();
+        for _ in 0..concurrency.max(1) {
+            let (next, make) = (next.clone(), make.clone());
+            workers.push(async move {
+                let mut outcomes = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= count {
+                        break outcomes;
+                    }
+                    outcomes.push(make(i).await);
+                }
+            });
+        }
+        let outcomes: Vec<Outcome> = futures::future::join_all(workers)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        PhaseResult::from_outcomes(name, concurrency, start.elapsed(), &outcomes, ok)
+    }
+
+    pub async fn create(self: &Arc<Self>) -> PhaseResult {
+        let load = self.clone();
+        self.parallel(
+            "create",
+            self.sizes.concurrency,
+            self.sizes.objects,
+            201,
+            move |i| {
+                let load = load.clone();
+                async move {
+                    let body = load.topping(&format!("t-{i}"), i as f64);
+                    load.send(load.client.post(load.url(TOPPINGS)).json(&body))
+                        .await
+                }
+            },
+        )
+        .await
+    }
+
+    pub async fn get(self: &Arc<Self>) -> PhaseResult {
+        let load = self.clone();
+        self.parallel(
+            "get",
+            self.sizes.concurrency,
+            self.sizes.gets,
+            200,
+            move |i| {
+                let load = load.clone();
+                async move {
+                    let name = format!("t-{}", i % load.sizes.objects.max(1));
+                    load.send(load.client.get(load.url(&format!("{TOPPINGS}/{name}"))))
+                        .await
+                }
+            },
+        )
+        .await
+    }
+
+    /// Lists everything, from the latest state (`resourceVersion` unset) or from any (`"0"`, the cache).
+    pub async fn list(self: &Arc<Self>, resource_version: Option<&'static str>) -> PhaseResult {
+        let load = self.clone();
+        let name = match resource_version {
+            None => "list (rv unset)",
+            Some(_) => "list (rv=0)",
+        };
+        self.parallel(
+            name,
+            self.sizes.concurrency.min(4),
+            self.sizes.lists,
+            200,
+            move |_| {
+                let load = load.clone();
+                async move {
+                    let query = resource_version
+                        .map(|rv| format!("?resourceVersion={rv}"))
+                        .unwrap_or_default();
+                    load.send(load.client.get(load.url(&format!("{TOPPINGS}{query}"))))
+                        .await
+                }
+            },
+        )
+        .await
+    }
+
+    /// Several clients increment one counter with read-modify-write PUTs; 409s are retried. Every acknowledged
+    /// increment must be in the final value: `lost_updates` must be 0.
+    pub async fn conflicts(self: &Arc<Self>) -> PhaseResult {
+        let counter = format!("{TOPPINGS}/counter");
+        let _ = self
+            .send(
+                self.client
+                    .post(self.url(TOPPINGS))
+                    .json(&self.topping("counter", 0.0)),
+            )
+            .await;
+        let conflicts = Arc::new(AtomicUsize::new(0));
+        let increments = self.sizes.increments;
+        let load = self.clone();
+        let c = conflicts.clone();
+        let total = self.sizes.updaters * increments;
+        let mut result = self
+            .parallel(
+                "update (conflicts)",
+                self.sizes.updaters,
+                total,
+                200,
+                move |_| {
+                    let (load, conflicts, counter) = (load.clone(), c.clone(), counter.clone());
+                    async move {
+                        let start = Instant::now();
+                        loop {
+                            let Ok(current) = load.client.get(load.url(&counter)).send().await
+                            else {
+                                return (start.elapsed(), 0);
+                            };
+                            let Ok(mut object) = current.json::<Value>().await else {
+                                return (start.elapsed(), 0);
+                            };
+                            let cost = object["spec"]["cost"].as_f64().unwrap_or_default();
+                            object["spec"]["cost"] = json!(cost + 1.0);
+                            match load
+                                .client
+                                .put(load.url(&counter))
+                                .json(&object)
+                                .send()
+                                .await
+                            {
+                                Ok(r) if r.status() == 409 => {
+                                    conflicts.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Ok(r) => return (start.elapsed(), r.status().as_u16()),
+                                Err(_) => return (start.elapsed(), 0),
+                            }
+                        }
+                    }
+                },
+            )
+            .await;
+        let final_value = match self
+            .client
+            .get(self.url(&format!("{TOPPINGS}/counter")))
+            .send()
+            .await
+        {
+            Ok(r) => r
+                .json::<Value>()
+                .await
+                .ok()
+                .and_then(|v| v["spec"]["cost"].as_f64())
+                .unwrap_or(-1.0),
+            Err(_) => -1.0,
+        };
+        let acknowledged = result.requests - result.errors.values().sum::<usize>();
+        result.extra.insert(
+            "conflicts_409".into(),
+            json!(conflicts.load(Ordering::Relaxed)),
+        );
+        result
+            .extra
+            .insert("acknowledged".into(), json!(acknowledged));
+        result
+            .extra
+            .insert("final_value".into(), json!(final_value));
+        result.extra.insert(
+            "lost_updates".into(),
+            json!(acknowledged as f64 - final_value),
+        );
+        result
+    }
+
+    /// The current resourceVersion of the toppings collection.
+    async fn collection_version(&self) -> String {
+        let response = self
+            .client
+            .get(self.url(&format!("{TOPPINGS}?limit=1")))
+            .send()
+            .await;
+        match response {
+            Ok(r) => r
+                .json::<Value>()
+                .await
+                .ok()
+                .and_then(|v| {
+                    v["metadata"]["resourceVersion"]
+                        .as_str()
+                        .map(str::to_string)
+                })
+                .unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Opens a JSON watch from `resource_version` and records when each named object's ADDED event arrives.
+    async fn watch(
+        &self,
+        resource_version: &str,
+        arrivals: Arc<Mutex<HashMap<String, Instant>>>,
+    ) -> Result<tokio::task::JoinHandle<()>, String> {
+        let url = self.url(&format!(
+            "{TOPPINGS}?watch=1&resourceVersion={resource_version}&timeoutSeconds=120"
+        ));
+        let response = self
+            .client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if !response.status().is_success() {
+            return Err(format!("watch: {}", response.status()));
+        }
+        let mut body = response.bytes_stream();
+        Ok(tokio::spawn(async move {
+            let mut buf = Vec::new();
+            while let Some(Ok(chunk)) = body.next().await {
+                let now = Instant::now();
+                buf.extend_from_slice(&chunk);
+                while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=end).collect();
+                    if let Ok(event) = serde_json::from_slice::<Value>(&line)
+                        && event["type"] == "ADDED"
+                        && let Some(name) = event["object"]["metadata"]["name"].as_str()
+                    {
+                        arrivals.lock().await.insert(name.to_string(), now);
+                    }
+                }
+            }
+        }))
+    }
+
+    /// Write → event delivered, for one watcher (`watchers == 1`) or many (fan-out).
+    pub async fn watch_latency(self: &Arc<Self>, watchers: usize, prefix: &str) -> PhaseResult {
+        let name = if watchers == 1 {
+            "watch latency".to_string()
+        } else {
+            format!("watch fan-out ({watchers} watchers)")
+        };
+        let rv = self.collection_version().await;
+        let mut arrivals = Vec::new();
+        let mut tasks = Vec::new();
+        for _ in 0..watchers {
+            let map = Arc::new(Mutex::new(HashMap::new()));
+            match self.watch(&rv, map.clone()).await {
+                Ok(task) => tasks.push(task),
+                Err(e) => {
+                    let mut r =
+                        PhaseResult::from_outcomes(&name, watchers, Duration::ZERO, &[], 200);
+                    r.extra.insert("error".into(), json!(e));
+                    return r;
+                }
+            }
+            arrivals.push(map);
+        }
+        let start = Instant::now();
+        let mut sent = BTreeMap::new();
+        let mut errors = Vec::new();
+        for i in 0..self.sizes.watch_events {
+            let object = format!("{prefix}-{i}");
+            let at = Instant::now();
+            let (_, status) = self
+                .send(
+                    self.client
+                        .post(self.url(TOPPINGS))
+                        .json(&self.topping(&object, 1.0)),
+                )
+                .await;
+            if status != 201 {
+                errors.push((Duration::ZERO, status));
+            }
+            sent.insert(object, at);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let expected = sent.len() * watchers;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut outcomes = Vec::new();
+        loop {
+            let mut delivered = 0;
+            for map in &arrivals {
+                delivered += map
+                    .lock()
+                    .await
+                    .keys()
+                    .filter(|k| sent.contains_key(*k))
+                    .count();
+            }
+            if delivered >= expected || Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let elapsed = start.elapsed();
+        let mut delivered = 0;
+        for map in &arrivals {
+            for (object, at) in map.lock().await.iter() {
+                if let Some(sent_at) = sent.get(object) {
+                    outcomes.push((at.saturating_duration_since(*sent_at), 200));
+                    delivered += 1;
+                }
+            }
+        }
+        for task in tasks {
+            task.abort();
+        }
+        outcomes.extend(errors);
+        let mut result = PhaseResult::from_outcomes(&name, watchers, elapsed, &outcomes, 200);
+        result
+            .extra
+            .insert("events_expected".into(), json!(expected));
+        result
+            .extra
+            .insert("events_delivered".into(), json!(delivered));
+        result
+    }
+
+    /// Deletes every object the run created.
+    pub async fn delete(self: &Arc<Self>) -> PhaseResult {
+        let list = self.client.get(self.url(TOPPINGS)).send().await;
+        let names: Vec<String> = match list {
+            Ok(r) => r
+                .json::<Value>()
+                .await
+                .ok()
+                .and_then(|v| v["items"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let names = Arc::new(names);
+        let load = self.clone();
+        let n = names.clone();
+        self.parallel(
+            "delete",
+            self.sizes.concurrency,
+            names.len(),
+            200,
+            move |i| {
+                let (load, names) = (load.clone(), n.clone());
+                async move {
+                    load.send(
+                        load.client
+                            .delete(load.url(&format!("{TOPPINGS}/{}", names[i]))),
+                    )
+                    .await
+                }
+            },
+        )
+        .await
+    }
+}

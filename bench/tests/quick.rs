@@ -1,0 +1,84 @@
+//! The harness's quick mode end to end, with the pizza server in process on memory and SQLite: every phase runs
+//! and produces sane numbers. No thresholds on time.
+
+use apiserver_bench::target::Backend;
+use apiserver_bench::{Config, Mode, Sizes, run};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quick_run_produces_every_phase() {
+    let config = Config {
+        backends: vec![Backend::Memory, Backend::Sqlite],
+        mode: Mode::InProcess,
+        sizes: Sizes::quick(),
+        http1: false,
+        no_raw: false,
+    };
+    let report = run(&config).await.expect("the run completes");
+    assert_eq!(report.backends.len(), 2);
+    for backend in &report.backends {
+        let names: Vec<&str> = backend.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "create",
+                "get",
+                "list (rv unset)",
+                "list (rv=0)",
+                "update (conflicts)",
+                "watch latency",
+                "watch fan-out (8 watchers)",
+                "delete"
+            ],
+            "{}",
+            backend.backend
+        );
+        for phase in &backend.phases {
+            assert!(
+                phase.requests > 0 && phase.per_second > 0.0,
+                "{}: {phase:?}",
+                backend.backend
+            );
+            assert!(phase.errors.is_empty(), "{}: {phase:?}", backend.backend);
+            assert!(phase.p50_ms <= phase.p99_ms && phase.p99_ms <= phase.max_ms);
+        }
+        let conflicts = &backend.phases[4];
+        assert_eq!(
+            conflicts.extra["lost_updates"], 0.0,
+            "no acknowledged update may be lost"
+        );
+        assert_eq!(
+            conflicts.extra["acknowledged"],
+            (Sizes::quick().updaters * Sizes::quick().increments) as u64
+        );
+        let fan_out = &backend.phases[6];
+        assert_eq!(
+            fan_out.extra["events_delivered"],
+            fan_out.extra["events_expected"]
+        );
+        assert_eq!(
+            backend.phases[7].requests,
+            backend.phases[0].requests + 1 + 2 * Sizes::quick().watch_events
+        );
+    }
+    assert!(
+        report.backends[0].raw.is_none(),
+        "memory has no raw baseline"
+    );
+    let raw = report.backends[1]
+        .raw
+        .as_ref()
+        .expect("SQLite has a raw baseline");
+    assert_eq!(raw.requests, Sizes::quick().objects);
+    assert!(
+        report.backends[1]
+            .create_to_raw_ratio
+            .is_some_and(|r| r > 0.0)
+    );
+    let table = report.table();
+    assert!(
+        table.contains("## sqlite") && table.contains("raw sqlite inserts"),
+        "{table}"
+    );
+    let json = serde_json::to_value(&report).unwrap();
+    assert!(json["machine"]["cores"].as_u64().is_some_and(|c| c > 0));
+}

@@ -1,0 +1,220 @@
+//! The plugin trait, the attributes a plugin sees, and the ordered chain the handlers run.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::auth::User;
+use crate::registry::{AdmissionCheck, ApiError};
+use crate::runtime::{GroupResource, GroupVersionKind, Resource};
+
+/// A hub object as plugins see it: downcast it to the types the plugin handles.
+pub type AnyObject = dyn Any + Send + Sync;
+
+/// The operation a request performs, as admission names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+impl Operation {
+    /// Upstream's name (`CREATE`, `UPDATE`, `DELETE`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+        }
+    }
+}
+
+/// What a plugin knows about the request besides the object (upstream `admission.Attributes`).
+#[derive(Clone, Debug)]
+pub struct Attributes {
+    pub operation: Operation,
+    /// The kind in the version the request was made in.
+    pub kind: GroupVersionKind,
+    /// The resource (plural) and its group.
+    pub resource: GroupResource,
+    /// The version of the request's endpoint.
+    pub version: String,
+    pub subresource: String,
+    /// Empty for cluster-scoped resources.
+    pub namespace: String,
+    /// Empty on a create with `generateName`.
+    pub name: String,
+    /// `dryRun=All`: plugins with side effects must not make them.
+    pub dry_run: bool,
+    pub user: User,
+}
+
+impl Attributes {
+    /// The attributes of a request on resource `T`.
+    pub fn new<T: Resource>(
+        operation: Operation,
+        version: &str,
+        namespace: &str,
+        name: &str,
+        dry_run: bool,
+        user: User,
+    ) -> Self {
+        Attributes {
+            operation,
+            kind: T::group_version(version).with_kind(T::KIND),
+            resource: T::group_resource(),
+            version: version.to_string(),
+            subresource: String::new(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            dry_run,
+            user,
+        }
+    }
+
+    /// A refusal of this request (upstream `admission.NewForbidden`): 403 with
+    /// `<resource>.<group> "<name>" is forbidden: <why>`.
+    pub fn forbidden(&self, why: impl std::fmt::Display) -> ApiError {
+        ApiError::forbidden(&self.resource, &self.name, &why.to_string())
+    }
+}
+
+/// An admission plugin. Mutating plugins implement [`Plugin::admit`], validating ones [`Plugin::validate`]; a
+/// plugin may do both. Objects are hub types: downcast to the ones the plugin handles and ignore the rest.
+#[async_trait]
+pub trait Plugin: Send + Sync + 'static {
+    /// Whether the plugin wants to see requests of this operation (upstream `Handles`).
+    fn handles(&self, _operation: Operation) -> bool {
+        true
+    }
+
+    /// Mutates the incoming object (create and update; not called for delete).
+    async fn admit(
+        &self,
+        _attributes: &Attributes,
+        _object: &mut AnyObject,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// Validates the request: `object` is the new object (none on delete), `old` the stored one (none on create).
+    async fn validate(
+        &self,
+        _attributes: &Attributes,
+        _object: Option<&AnyObject>,
+        _old: Option<&AnyObject>,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+}
+
+/// The enabled plugins in their fixed order: every mutating step runs before any validating one.
+#[derive(Clone, Default)]
+pub struct Chain {
+    plugins: Vec<(String, Arc<dyn Plugin>)>,
+}
+
+impl std::fmt::Debug for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.plugins.iter().map(|(name, _)| name))
+            .finish()
+    }
+}
+
+impl Chain {
+    /// A chain of named plugins, run in the given order.
+    pub fn new(plugins: Vec<(String, Arc<dyn Plugin>)>) -> Self {
+        Chain { plugins }
+    }
+
+    /// The names of the plugins, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.plugins.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// Runs every mutating step on `object`.
+    pub async fn admit(
+        &self,
+        attributes: &Attributes,
+        object: &mut AnyObject,
+    ) -> Result<(), ApiError> {
+        for (_, plugin) in &self.plugins {
+            if plugin.handles(attributes.operation) {
+                plugin.admit(attributes, object).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs every validating step.
+    pub async fn validate(
+        &self,
+        attributes: &Attributes,
+        object: Option<&AnyObject>,
+        old: Option<&AnyObject>,
+    ) -> Result<(), ApiError> {
+        for (_, plugin) in &self.plugins {
+            if plugin.handles(attributes.operation) {
+                plugin.validate(attributes, object, old).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The validating phase for one request, in the form the registry's store calls it. An update that creates
+    /// the object is validated as a create, as upstream does.
+    pub fn validating<'a>(&'a self, attributes: &'a Attributes) -> ValidatingCheck<'a> {
+        ValidatingCheck {
+            chain: self,
+            attributes,
+        }
+    }
+}
+
+/// The validating phase of a [`Chain`] bound to one request's attributes.
+pub struct ValidatingCheck<'a> {
+    chain: &'a Chain,
+    attributes: &'a Attributes,
+}
+
+impl ValidatingCheck<'_> {
+    fn with_operation(&self, operation: Operation, name: &str) -> Attributes {
+        let mut attributes = self.attributes.clone();
+        attributes.operation = operation;
+        if attributes.name.is_empty() {
+            attributes.name = name.to_string();
+        }
+        attributes
+    }
+}
+
+#[async_trait]
+impl<T: Resource> AdmissionCheck<T> for ValidatingCheck<'_> {
+    async fn validate_create(&self, object: &T) -> Result<(), ApiError> {
+        let attributes = self.with_operation(Operation::Create, &object.metadata().name);
+        self.chain
+            .validate(&attributes, Some(object as &AnyObject), None)
+            .await
+    }
+
+    async fn validate_update(&self, new: &T, old: &T) -> Result<(), ApiError> {
+        let attributes = self.with_operation(Operation::Update, &new.metadata().name);
+        self.chain
+            .validate(
+                &attributes,
+                Some(new as &AnyObject),
+                Some(old as &AnyObject),
+            )
+            .await
+    }
+
+    async fn validate_delete(&self, old: &T) -> Result<(), ApiError> {
+        let attributes = self.with_operation(Operation::Delete, &old.metadata().name);
+        self.chain
+            .validate(&attributes, None, Some(old as &AnyObject))
+            .await
+    }
+}

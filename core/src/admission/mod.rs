@@ -1,0 +1,13 @@
+//! Admission: named plugins that mutate and then validate objects on their way into storage (upstream
+//! `k8s.io/apiserver/pkg/admission`).
+//!
+//! Plugins see hub objects as `dyn Any` and pick the kinds they care about by downcasting, as upstream plugins
+//! check `a.GetKind()`. Handlers run the mutating phase themselves and hand the validating phase to the registry's
+//! store as an [`AdmissionCheck`](crate::registry::AdmissionCheck), so that validation runs after the strategy and
+//! inside the optimistic update loop, and admission never depends on the store.
+
+mod chain;
+mod plugins;
+
+pub use chain::{AnyObject, Attributes, Chain, Operation, Plugin, ValidatingCheck};
+pub use plugins::{AdmissionOptions, Initializer, Lister, Listers, PluginError, Plugins};

@@ -1,0 +1,222 @@
+//! The set of served resources and the route that dispatches requests to them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
+use axum::routing::any;
+
+use super::context::Context;
+use super::{create, delete, get, list, patch, update, watch};
+use crate::admission::Chain;
+use crate::auth::User;
+use crate::registry::Store;
+use crate::runtime::{KindDescription, Resource};
+use crate::server::status::{method_not_allowed, not_found};
+use crate::server::{ShutdownSignal, Warnings};
+
+use super::RequestInfo;
+
+/// Upstream's `MaxRequestBodyBytes` default: larger bodies get 413.
+pub const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// One served resource behind a type-erased face, so that resources of different hub types share one route.
+#[async_trait]
+pub(crate) trait ResourceEndpoint: Send + Sync {
+    fn description(&self) -> KindDescription;
+    fn namespaced(&self) -> bool;
+    fn serves(&self, version: &str) -> bool;
+    async fn serve(&self, context: Context, verb: Verb, body: Body) -> Response;
+}
+
+/// The verbs a resource endpoint answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+    DeleteCollection,
+}
+
+/// A resource's store with the admission chain its writes go through.
+pub(crate) struct Endpoint<T: Resource> {
+    pub store: Store<T>,
+    pub admission: Arc<Chain>,
+    /// Watch event frames shared by the watchers of this resource.
+    pub frames: Arc<super::watch::FrameCache>,
+}
+
+#[async_trait]
+impl<T: Resource> ResourceEndpoint for Endpoint<T> {
+    fn description(&self) -> KindDescription {
+        self.store.codec().describe()
+    }
+
+    fn namespaced(&self) -> bool {
+        T::namespaced()
+    }
+
+    fn serves(&self, version: &str) -> bool {
+        self.store.codec().serves(version)
+    }
+
+    async fn serve(&self, context: Context, verb: Verb, body: Body) -> Response {
+        match verb {
+            Verb::Get => get::get(self, context).await,
+            Verb::List => list::list(self, context).await,
+            Verb::Watch => watch::watch(self, context).await,
+            Verb::Create => create::create(self, context, body).await,
+            Verb::Update => update::update(self, context, body).await,
+            Verb::Patch => patch::patch(self, context, body).await,
+            Verb::Delete => delete::delete(self, context, body).await,
+            Verb::DeleteCollection => delete::delete_collection(self, context, body).await,
+        }
+    }
+}
+
+/// The resources a server serves under `/apis`, with the admission chain of their writes.
+#[derive(Clone, Default)]
+pub struct Api {
+    resources: HashMap<(String, String), Arc<dyn ResourceEndpoint>>,
+    order: Vec<(String, String)>,
+    admission: Arc<Chain>,
+}
+
+impl Api {
+    /// An API whose writes pass through `admission`.
+    pub fn new(admission: Chain) -> Self {
+        Api {
+            admission: Arc::new(admission),
+            ..Api::default()
+        }
+    }
+
+    /// Serves `T` through `store`, in every version its codec serves.
+    pub fn resource<T: Resource>(mut self, store: Store<T>) -> Self {
+        let key = (T::GROUP.to_string(), T::PLURAL.to_string());
+        if !self.resources.contains_key(&key) {
+            self.order.push(key.clone());
+        }
+        let endpoint = Endpoint {
+            store,
+            admission: self.admission.clone(),
+            frames: Arc::default(),
+        };
+        self.resources.insert(key, Arc::new(endpoint));
+        self
+    }
+
+    /// What discovery and OpenAPI describe: every served kind, in the order added. Builds the schemas: call it
+    /// once at startup.
+    pub fn descriptions(&self) -> Vec<KindDescription> {
+        self.order
+            .iter()
+            .filter_map(|key| self.resources.get(key))
+            .map(|r| r.description())
+            .collect()
+    }
+
+    /// The routes of every resource: `/apis/<group>/<version>/...`. Discovery of the group and version
+    /// (`/apis/<group>/<version>` itself) is the discovery module's.
+    pub fn router(self) -> Router {
+        let api = Arc::new(self);
+        Router::new().route(
+            "/apis/{group}/{version}/{*rest}",
+            any(move |request: Request| {
+                let api = api.clone();
+                async move { api.dispatch(request).await }
+            }),
+        )
+    }
+
+    async fn dispatch(&self, request: Request) -> Response {
+        let (parts, body) = request.into_parts();
+        let Some(info) = parts.extensions.get::<RequestInfo>().cloned() else {
+            return not_found();
+        };
+        if !info.is_resource_request || !info.subresource.is_empty() {
+            return not_found();
+        }
+        let key = (info.api_group.clone(), info.resource.clone());
+        let Some(endpoint) = self.resources.get(&key) else {
+            return not_found();
+        };
+        if !endpoint.serves(&info.api_version) {
+            return not_found();
+        }
+        let namespaced = endpoint.namespaced();
+        let verb = match route_verb(&info, namespaced) {
+            Ok(verb) => verb,
+            Err(NoRoute::NotFound) => return not_found(),
+            Err(NoRoute::MethodNotAllowed) => return method_not_allowed(),
+        };
+        let context = Context {
+            user: parts
+                .extensions
+                .get::<User>()
+                .cloned()
+                .unwrap_or_else(User::anonymous),
+            warnings: parts
+                .extensions
+                .get::<Warnings>()
+                .cloned()
+                .unwrap_or_default(),
+            shutdown: parts.extensions.get::<ShutdownSignal>().cloned(),
+            params: super::params::Params::parse(parts.uri.query()),
+            headers: parts.headers,
+            info,
+        };
+        endpoint.serve(context, verb, body).await
+    }
+}
+
+/// Upstream answers these from its route table: 404 for a path the scope has no route for, 405 for a method.
+#[derive(Clone, Copy, Debug)]
+enum NoRoute {
+    NotFound,
+    MethodNotAllowed,
+}
+
+/// Which verb a request is. The request info's verb says it (its name may come from a `metadata.name` field
+/// selector on a list, as upstream sets it for authorization); the path must fit the verb and the scope.
+fn route_verb(info: &RequestInfo, namespaced: bool) -> Result<Verb, NoRoute> {
+    let verb = match info.verb.as_str() {
+        "get" => Verb::Get,
+        "list" => Verb::List,
+        "watch" => Verb::Watch,
+        "create" => Verb::Create,
+        "update" => Verb::Update,
+        "patch" => Verb::Patch,
+        "delete" => Verb::Delete,
+        "deletecollection" => Verb::DeleteCollection,
+        _ => return Err(NoRoute::MethodNotAllowed),
+    };
+    let has_namespace = !info.namespace.is_empty();
+    let names_object = path_names_object(info);
+    if (!namespaced && has_namespace) || (namespaced && !has_namespace && names_object) {
+        return Err(NoRoute::NotFound);
+    }
+    // A namespaced resource without a namespace has only the all-namespaces list and watch.
+    if namespaced && !has_namespace && !matches!(verb, Verb::List | Verb::Watch) {
+        return Err(NoRoute::MethodNotAllowed);
+    }
+    match (verb, names_object) {
+        (Verb::Create, true) | (Verb::Update | Verb::Patch, false) => {
+            Err(NoRoute::MethodNotAllowed)
+        }
+        _ => Ok(verb),
+    }
+}
+
+/// Whether the URL path itself ends in an object name (`.../pizzas/<name>`), not only a collection.
+fn path_names_object(info: &RequestInfo) -> bool {
+    info.parts.len() >= 2 && info.parts.get(1).is_some_and(|name| !name.is_empty())
+}

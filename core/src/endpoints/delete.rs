@@ -1,0 +1,185 @@
+//! DELETE of one object (a `Status` of success) and of a collection (the list of what was deleted). Deletion is
+//! immediate: graceful deletion and finalizers come with the next milestone.
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::StatusCode;
+
+use super::api::Endpoint;
+use super::context::{Context, codec_error};
+use super::list::{list_request, render_list};
+use super::output::{Output, encode_document, finish, respond};
+use super::params::{ListParams, options_invalid};
+use super::update::attributes;
+use crate::admission::Operation;
+use crate::codec::{self, MediaType};
+use crate::meta::{DRY_RUN_ALL, DeleteOptions, Status, StatusDetails};
+use crate::registry::{ApiError, DeletePreconditions, ObjectList};
+use crate::runtime::Resource;
+use crate::validation::{ErrorList, FieldError, Path};
+
+pub(super) async fn delete<T: Resource>(
+    endpoint: &Endpoint<T>,
+    context: Context,
+    body: Body,
+) -> Response {
+    let result = async {
+        let output = Output::negotiate(&context, false)?;
+        let options = delete_options(&context, body).await?;
+        let attributes = attributes::<T>(&context, Operation::Delete, options.dry_run);
+        let deleted = endpoint
+            .store
+            .delete(
+                context.namespace(),
+                context.name(),
+                &options.preconditions,
+                &endpoint.admission.validating(&attributes),
+                options.dry_run,
+            )
+            .await?;
+        let status = Status {
+            details: Some(StatusDetails {
+                name: deleted.metadata().name.clone(),
+                group: T::GROUP.to_string(),
+                kind: T::PLURAL.to_string(),
+                uid: deleted.metadata().uid.clone(),
+                ..StatusDetails::default()
+            }),
+            ..Status::success()
+        };
+        let body = encode_document(&status, "v1", "Status", output.media_type, output.pretty)?;
+        Ok(respond(StatusCode::OK, output.media_type, body))
+    }
+    .await;
+    finish(&context, result)
+}
+
+/// Deletes every object the selectors match, one by one (not atomic, as upstream), and answers the list of
+/// deleted objects.
+pub(super) async fn delete_collection<T: Resource>(
+    endpoint: &Endpoint<T>,
+    context: Context,
+    body: Body,
+) -> Response {
+    let result = async {
+        let output = Output::negotiate(&context, false)?;
+        let options = delete_options(&context, body).await?;
+        let mut params = ListParams::parse(&context.params)?;
+        params.limit = 0;
+        params.continue_token = None;
+        let request = list_request::<T>(params, &context)?;
+        let list = endpoint.store.list(context.namespace(), &request).await?;
+        let mut deleted = ObjectList {
+            metadata: list.metadata.clone(),
+            items: Vec::new(),
+        };
+        for object in list.items {
+            let meta = object.metadata();
+            let mut attributes = attributes::<T>(&context, Operation::Delete, options.dry_run);
+            attributes.name = meta.name.clone();
+            let namespace = Some(meta.namespace.as_str()).filter(|ns| !ns.is_empty());
+            match endpoint
+                .store
+                .delete(
+                    namespace,
+                    &meta.name,
+                    &options.preconditions,
+                    &endpoint.admission.validating(&attributes),
+                    options.dry_run,
+                )
+                .await
+            {
+                Ok(object) => deleted.items.push(object),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        render_list(endpoint, &context, output, StatusCode::OK, &deleted)
+    }
+    .await;
+    finish(&context, result)
+}
+
+/// What a delete request asks: from the body's `DeleteOptions` and the query.
+struct DeleteRequest {
+    preconditions: DeletePreconditions,
+    dry_run: bool,
+}
+
+async fn delete_options(context: &Context, body: Body) -> Result<DeleteRequest, ApiError> {
+    let body = context.read_body(body).await?;
+    let mut options = decode_delete_options(context, &body)?;
+    if let Some(grace) = context.params.int("gracePeriodSeconds")? {
+        options.grace_period_seconds = Some(grace);
+    }
+    if let Some(policy) = context.params.get("propagationPolicy") {
+        options.propagation_policy = Some(policy.to_string());
+    }
+    if let Some(orphan) = context.params.bool("orphanDependents")? {
+        options.orphan_dependents = Some(orphan);
+    }
+    let query_dry_run = context.params.dry_run("DeleteOptions")?;
+    let mut errors = ErrorList::new();
+    for value in &options.dry_run {
+        if value != DRY_RUN_ALL {
+            errors.push(FieldError::not_supported(
+                Path::new("dryRun"),
+                value.as_str(),
+                &[DRY_RUN_ALL],
+            ));
+        }
+    }
+    if let Some(policy) = &options.propagation_policy
+        && !matches!(
+            policy.as_str(),
+            DeleteOptions::PROPAGATION_FOREGROUND
+                | DeleteOptions::PROPAGATION_BACKGROUND
+                | DeleteOptions::PROPAGATION_ORPHAN
+        )
+    {
+        errors.push(FieldError::not_supported(
+            Path::new("propagationPolicy"),
+            policy.as_str(),
+            &["Foreground", "Background", "Orphan"],
+        ));
+    }
+    if options.orphan_dependents.is_some() && options.propagation_policy.is_some() {
+        errors.push(FieldError::invalid(
+            Path::new("propagationPolicy"),
+            options.propagation_policy.as_deref().unwrap_or_default(),
+            "orphanDependents and deletionPropagation cannot be both set",
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(options_invalid("DeleteOptions", &errors));
+    }
+    let preconditions = options.preconditions.unwrap_or_default();
+    Ok(DeleteRequest {
+        preconditions: DeletePreconditions {
+            uid: preconditions.uid,
+            resource_version: preconditions.resource_version,
+        },
+        dry_run: query_dry_run || !options.dry_run.is_empty(),
+    })
+}
+
+/// The optional `DeleteOptions` body, in JSON, YAML or protobuf.
+fn decode_delete_options(context: &Context, body: &Bytes) -> Result<DeleteOptions, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(DeleteOptions::default());
+    }
+    let bad = |e: String| ApiError::bad_request(e);
+    match context.input_media_type()? {
+        MediaType::Protobuf => {
+            let (_, raw) = codec::decode_protobuf(body).map_err(codec_error)?;
+            <DeleteOptions as prost::Message>::decode(raw.as_slice())
+                .map_err(|e| bad(e.to_string()))
+        }
+        MediaType::Yaml => {
+            let (json, _) = codec::yaml_to_json(body).map_err(codec_error)?;
+            serde_json::from_slice(&json).map_err(|e| bad(e.to_string()))
+        }
+        MediaType::Json => serde_json::from_slice(body).map_err(|e| bad(e.to_string())),
+    }
+}

@@ -1,0 +1,74 @@
+//! GET of one object, and the rendering of one object that every verb's answer shares.
+
+use axum::response::Response;
+use http::StatusCode;
+
+use super::api::Endpoint;
+use super::context::Context;
+use super::output::{
+    Output, Transform, encode_document, encode_json_document, finish, partial_metadata, prettify,
+    respond,
+};
+use super::table::{IncludeObject, table};
+use crate::meta::ListMeta;
+use crate::registry::ApiError;
+use crate::runtime::Resource;
+
+pub(super) async fn get<T: Resource>(endpoint: &Endpoint<T>, context: Context) -> Response {
+    let result = async {
+        let output = Output::negotiate(&context, false)?;
+        let resource_version = context.params.resource_version()?;
+        let object = endpoint
+            .store
+            .get(context.namespace(), context.name(), resource_version)
+            .await?;
+        render_object(endpoint, &context, output, StatusCode::OK, &object)
+    }
+    .await;
+    finish(&context, result)
+}
+
+/// Encodes one object in the request's version and negotiated form.
+pub(super) fn render_object<T: Resource>(
+    endpoint: &Endpoint<T>,
+    context: &Context,
+    output: Output,
+    code: StatusCode,
+    object: &T,
+) -> Result<Response, ApiError> {
+    output.check_transform(false, &format!("*{}.{}", context.version(), T::KIND))?;
+    let media_type = output.media_type;
+    let body = match output.transform {
+        Transform::None | Transform::PartialObjectMetadataList => {
+            let body = endpoint
+                .store
+                .codec()
+                .encode(object, context.version(), media_type)
+                .map_err(ApiError::internal)?;
+            prettify(media_type, output.pretty, body)
+        }
+        Transform::PartialObjectMetadata => encode_document(
+            &partial_metadata(object.metadata()),
+            "meta.k8s.io/v1",
+            "PartialObjectMetadata",
+            media_type,
+            output.pretty,
+        )?,
+        Transform::Table => {
+            let include = IncludeObject::parse(&context.params)?;
+            let metadata = ListMeta {
+                resource_version: object.metadata().resource_version.clone(),
+                ..ListMeta::default()
+            };
+            let table = table(
+                endpoint.store.codec(),
+                context.version(),
+                std::slice::from_ref(object),
+                metadata,
+                include,
+            )?;
+            encode_json_document(&table, media_type, output.pretty)?
+        }
+    };
+    Ok(respond(code, media_type, body))
+}

@@ -1,0 +1,101 @@
+//! LIST of a collection (one namespace or all), as a list, a `Table` or a `PartialObjectMetadataList`.
+
+use axum::response::Response;
+use http::StatusCode;
+
+use super::api::Endpoint;
+use super::context::Context;
+use super::output::{
+    Output, Transform, encode_document, encode_json_document, finish, partial_metadata, prettify,
+    respond,
+};
+use super::params::ListParams;
+use super::table::{IncludeObject, table};
+use crate::meta::PartialObjectMetadataList;
+use crate::registry::{ApiError, ListRequest, ObjectList, Store};
+use crate::runtime::Resource;
+
+pub(super) async fn list<T: Resource>(endpoint: &Endpoint<T>, context: Context) -> Response {
+    let result = async {
+        let output = Output::negotiate(&context, false)?;
+        let params = ListParams::parse(&context.params)?;
+        let request = list_request::<T>(params, &context)?;
+        let list = endpoint.store.list(context.namespace(), &request).await?;
+        render_list(endpoint, &context, output, StatusCode::OK, &list)
+    }
+    .await;
+    finish(&context, result)
+}
+
+/// The registry's view of list options; a name in the path (watch of one object) becomes a field selector.
+pub(super) fn list_request<T: Resource>(
+    params: ListParams,
+    context: &Context,
+) -> Result<ListRequest, ApiError> {
+    let mut field_selector = params.field_selector;
+    if !context.name().is_empty() {
+        field_selector = field_selector.and_equal("metadata.name", context.name());
+    }
+    Store::<T>::check_field_selector(&field_selector)?;
+    Ok(ListRequest {
+        label_selector: params.label_selector,
+        field_selector,
+        limit: params.limit,
+        continue_token: params.continue_token,
+        resource_version: params.resource_version,
+        resource_version_match: params.resource_version_match,
+        send_initial_events: params.send_initial_events,
+        allow_watch_bookmarks: params.allow_watch_bookmarks,
+    })
+}
+
+/// Encodes a list in the request's version and negotiated form.
+pub(super) fn render_list<T: Resource>(
+    endpoint: &Endpoint<T>,
+    context: &Context,
+    output: Output,
+    code: StatusCode,
+    list: &ObjectList<T>,
+) -> Result<Response, ApiError> {
+    output.check_transform(true, &format!("*{}.{}List", context.version(), T::KIND))?;
+    let media_type = output.media_type;
+    let body = match output.transform {
+        Transform::None | Transform::PartialObjectMetadata => {
+            let body = endpoint
+                .store
+                .codec()
+                .encode_list(&list.metadata, &list.items, context.version(), media_type)
+                .map_err(ApiError::internal)?;
+            prettify(media_type, output.pretty, body)
+        }
+        Transform::PartialObjectMetadataList => {
+            let partial = PartialObjectMetadataList {
+                metadata: list.metadata.clone(),
+                items: list
+                    .items
+                    .iter()
+                    .map(|o| partial_metadata(o.metadata()))
+                    .collect(),
+            };
+            encode_document(
+                &partial,
+                "meta.k8s.io/v1",
+                "PartialObjectMetadataList",
+                media_type,
+                output.pretty,
+            )?
+        }
+        Transform::Table => {
+            let include = IncludeObject::parse(&context.params)?;
+            let table = table(
+                endpoint.store.codec(),
+                context.version(),
+                &list.items,
+                list.metadata.clone(),
+                include,
+            )?;
+            encode_json_document(&table, media_type, output.pretty)?
+        }
+    };
+    Ok(respond(code, media_type, body))
+}

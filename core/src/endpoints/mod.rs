@@ -1,0 +1,23 @@
+//! The HTTP side of API resources (upstream `endpoints/handlers`): one file per verb, and what they share.
+//!
+//! [`Api`] collects the resources a server serves and routes `/apis/<group>/<version>/...` to them; each verb
+//! decodes what the client sent, runs mutating admission, calls the registry's [`Store`](crate::registry::Store)
+//! (which runs the strategy and validating admission) and encodes the answer in the version and media type the
+//! client negotiated. Errors are `Status` objects in that media type.
+
+mod api;
+mod context;
+mod create;
+mod delete;
+mod get;
+mod list;
+mod output;
+mod params;
+mod patch;
+pub mod request_info;
+mod table;
+mod update;
+mod watch;
+
+pub use api::{Api, MAX_REQUEST_BODY_BYTES};
+pub use request_info::{RequestInfo, RequestInfoFactory};

@@ -1,0 +1,168 @@
+//! PATCH with a JSON patch (RFC 6902) or a JSON merge patch (RFC 7386), applied to the object in the request's
+//! version inside the store's update loop, so a conflicting write retries the patch on the new state.
+//! Strategic merge patch and server-side apply are not served yet (415, as for a CRD without them).
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{StatusCode, header};
+use serde_json::Value;
+
+use super::api::Endpoint;
+use super::context::{Context, WriteOptions};
+use super::create::decode_error;
+use super::get::render_object;
+use super::output::finish;
+use super::update::{admit, attributes};
+use crate::admission::{Attributes, Chain, Operation};
+use crate::codec::{FieldValidation, MediaType, parse_content_type};
+use crate::registry::{ApiError, UpdatedObject};
+use crate::runtime::{Resource, ResourceCodec};
+
+const JSON_PATCH: &str = "application/json-patch+json";
+const MERGE_PATCH: &str = "application/merge-patch+json";
+/// Upstream's `maxJSONPatchOperations`.
+const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PatchType {
+    Json,
+    Merge,
+}
+
+pub(super) async fn patch<T: Resource>(
+    endpoint: &Endpoint<T>,
+    context: Context,
+    body: Body,
+) -> Response {
+    let result = async {
+        let WriteOptions {
+            output,
+            dry_run,
+            validation,
+        } = WriteOptions::parse(&context, "PatchOptions")?;
+        let patch_type = patch_type(context.header(header::CONTENT_TYPE))?;
+        let patch = context.read_body(body).await?;
+        let attributes = attributes::<T>(&context, Operation::Update, dry_run);
+        let patched = Patched {
+            codec: endpoint.store.codec(),
+            version: context.version(),
+            name: context.name(),
+            patch_type,
+            patch,
+            validation,
+            admission: &endpoint.admission,
+            attributes: &attributes,
+            warnings: Mutex::new(Vec::new()),
+        };
+        let written = endpoint
+            .store
+            .update(
+                context.namespace(),
+                context.name(),
+                &patched,
+                &endpoint.admission.validating(&attributes),
+                false,
+                dry_run,
+            )
+            .await?;
+        context.warn_all(&patched.warnings.into_inner().unwrap_or_default());
+        context.warn_all(&written.warnings);
+        let code = if written.created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        render_object(endpoint, &context, output, code, &written.object)
+    }
+    .await;
+    finish(&context, result)
+}
+
+fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
+    let essence = content_type
+        .and_then(parse_content_type)
+        .map(|(essence, _)| essence)
+        .unwrap_or_default();
+    match essence.as_str() {
+        JSON_PATCH => Ok(PatchType::Json),
+        MERGE_PATCH => Ok(PatchType::Merge),
+        _ => Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {JSON_PATCH}, {MERGE_PATCH}"
+            ),
+        )),
+    }
+}
+
+/// A patch, applied to the current object each time the update is tried.
+struct Patched<'a, T: Resource> {
+    codec: &'a ResourceCodec<T>,
+    version: &'a str,
+    name: &'a str,
+    patch_type: PatchType,
+    patch: Bytes,
+    validation: FieldValidation,
+    admission: &'a Chain,
+    attributes: &'a Attributes,
+    /// Field validation warnings of the last try.
+    warnings: Mutex<Vec<String>>,
+}
+
+impl<T: Resource> Patched<'_, T> {
+    fn apply(&self, current: &T) -> Result<Vec<u8>, ApiError> {
+        let encoded = self
+            .codec
+            .encode(current, self.version, MediaType::Json)
+            .map_err(ApiError::internal)?;
+        let mut document: Value = serde_json::from_slice(&encoded).map_err(ApiError::internal)?;
+        match self.patch_type {
+            PatchType::Json => {
+                let patch: json_patch::Patch = serde_json::from_slice(&self.patch)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                if patch.0.len() > MAX_JSON_PATCH_OPERATIONS {
+                    return Err(ApiError::request_entity_too_large(&format!(
+                        "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
+                        patch.0.len()
+                    )));
+                }
+                json_patch::patch(&mut document, &patch)
+                    .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+            }
+            PatchType::Merge => {
+                let patch: Value = serde_json::from_slice(&self.patch)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                json_patch::merge(&mut document, &patch);
+            }
+        }
+        serde_json::to_vec(&document).map_err(ApiError::internal)
+    }
+}
+
+#[async_trait]
+impl<T: Resource> UpdatedObject<T> for Patched<'_, T> {
+    async fn updated(&self, current: Option<&T>) -> Result<T, ApiError> {
+        let current =
+            current.ok_or_else(|| ApiError::not_found(&T::group_resource(), self.name))?;
+        let patched = self.apply(current)?;
+        let decoded = self
+            .codec
+            .decode(&patched, MediaType::Json, self.version, self.validation)
+            .map_err(decode_error)?;
+        if let Ok(mut warnings) = self.warnings.lock() {
+            *warnings = decoded.warnings;
+        }
+        admit(
+            self.admission,
+            self.attributes,
+            decoded.object,
+            Some(current),
+        )
+        .await
+    }
+}

@@ -1,0 +1,112 @@
+//! PUT: replace an object, with optimistic concurrency on `metadata.resourceVersion`. Mutating admission runs
+//! inside the store's update loop, so it sees whether the object exists. 200, or 201 when PUT created it.
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::response::Response;
+use http::StatusCode;
+
+use super::api::Endpoint;
+use super::context::{Context, WriteOptions};
+use super::create::decode_body;
+use super::get::render_object;
+use super::output::finish;
+use crate::admission::{Attributes, Chain, Operation};
+use crate::registry::{ApiError, UpdatedObject};
+use crate::runtime::Resource;
+
+pub(super) async fn update<T: Resource>(
+    endpoint: &Endpoint<T>,
+    context: Context,
+    body: Body,
+) -> Response {
+    let result = async {
+        let WriteOptions {
+            output,
+            dry_run,
+            validation,
+        } = WriteOptions::parse(&context, "UpdateOptions")?;
+        let media_type = context.input_media_type()?;
+        let body = context.read_body(body).await?;
+        let object = decode_body(endpoint, &context, &body, media_type, validation)?;
+        let attributes = attributes::<T>(&context, Operation::Update, dry_run);
+        let updated = Admitted {
+            object,
+            admission: &endpoint.admission,
+            attributes: &attributes,
+        };
+        let written = endpoint
+            .store
+            .update(
+                context.namespace(),
+                context.name(),
+                &updated,
+                &endpoint.admission.validating(&attributes),
+                false,
+                dry_run,
+            )
+            .await?;
+        context.warn_all(&written.warnings);
+        let code = if written.created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        render_object(endpoint, &context, output, code, &written.object)
+    }
+    .await;
+    finish(&context, result)
+}
+
+/// The admission attributes of a write to the object named in the path.
+pub(super) fn attributes<T: Resource>(
+    context: &Context,
+    operation: Operation,
+    dry_run: bool,
+) -> Attributes {
+    Attributes::new::<T>(
+        operation,
+        context.version(),
+        context.namespace().unwrap_or_default(),
+        context.name(),
+        dry_run,
+        context.user.clone(),
+    )
+}
+
+/// Runs mutating admission on an object as it is about to replace `current` (a create when there is none).
+pub(super) async fn admit<T: Resource>(
+    admission: &Chain,
+    attributes: &Attributes,
+    mut object: T,
+    current: Option<&T>,
+) -> Result<T, ApiError> {
+    let mut attributes = attributes.clone();
+    attributes.operation = if current.is_some() {
+        Operation::Update
+    } else {
+        Operation::Create
+    };
+    admission.admit(&attributes, &mut object).await?;
+    Ok(object)
+}
+
+/// A PUT body, admitted against whatever is stored when the update is tried.
+struct Admitted<'a, T> {
+    object: T,
+    admission: &'a Chain,
+    attributes: &'a Attributes,
+}
+
+#[async_trait]
+impl<T: Resource> UpdatedObject<T> for Admitted<'_, T> {
+    async fn updated(&self, current: Option<&T>) -> Result<T, ApiError> {
+        admit(
+            self.admission,
+            self.attributes,
+            self.object.clone(),
+            current,
+        )
+        .await
+    }
+}

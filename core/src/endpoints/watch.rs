@@ -1,0 +1,300 @@
+//! WATCH (`?watch=1`): a stream of events, one JSON object per line or one length-prefixed protobuf frame each,
+//! flushed as they happen; it ends on `timeoutSeconds`, on an ERROR event, or when the server drains.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{HeaderValue, StatusCode, header};
+
+use super::api::Endpoint;
+use super::context::{Context, codec_error};
+use super::list::list_request;
+use super::output::{
+    Output, Transform, encode_document, encode_json_document, finish, partial_metadata,
+};
+use super::params::ListParams;
+use super::table::{IncludeObject, table};
+use crate::codec::{self, MediaType};
+use crate::meta::{ListMeta, Status};
+use crate::registry::{ApiError, Store, WatchItem};
+use crate::runtime::Resource;
+use crate::storage::{EventType, INITIAL_EVENTS_END_ANNOTATION, WatchEvent};
+
+/// Upstream's `MinRequestTimeout` (1800 s): a watch without `timeoutSeconds` lasts between it and twice it.
+const MIN_REQUEST_TIMEOUT: u64 = 1800;
+
+pub(super) async fn watch<T: Resource>(endpoint: &Endpoint<T>, context: Context) -> Response {
+    let result = start(endpoint, &context).await;
+    finish(&context, result)
+}
+
+async fn start<T: Resource>(
+    endpoint: &Endpoint<T>,
+    context: &Context,
+) -> Result<Response, ApiError> {
+    let output = Output::negotiate(context, true)?;
+    output.check_transform(true, &format!("*{}.{}List", context.version(), T::KIND))?;
+    let params = ListParams::parse(&context.params)?;
+    let timeout = match params.timeout_seconds {
+        Some(seconds) if seconds > 0 => Duration::from_secs(seconds as u64),
+        _ => {
+            let jitter = (uuid::Uuid::new_v4().as_u128() % MIN_REQUEST_TIMEOUT as u128) as u64;
+            Duration::from_secs(MIN_REQUEST_TIMEOUT + jitter)
+        }
+    };
+    let request = list_request::<T>(params, context)?;
+    let allow_bookmarks = request.allow_watch_bookmarks;
+    let events = endpoint
+        .store
+        .watch_events(context.namespace(), &request)
+        .await?;
+
+    let encoder = EventEncoder {
+        store: endpoint.store.clone(),
+        frames: endpoint.frames.clone(),
+        version: context.version().to_string(),
+        output,
+        include: IncludeObject::parse(&context.params)?,
+    };
+    // The stream stops after an ERROR event, as upstream's watch server does.
+    let frames = events
+        .scan(false, |ended, event| {
+            let out = if *ended {
+                None
+            } else {
+                *ended = event.event_type == EventType::Error;
+                Some(event)
+            };
+            futures::future::ready(out)
+        })
+        .filter_map(move |event| futures::future::ready(encoder.frame(event, allow_bookmarks)))
+        .take_until(tokio::time::sleep(timeout));
+    let body = match &context.shutdown {
+        Some(shutdown) => Body::from_stream(shutdown.end_with_drain(frames)),
+        None => Body::from_stream(frames),
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::OK;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(output.media_type.watch_response_content_type()),
+    );
+    Ok(response)
+}
+
+/// Turns stored watch events into wire frames in one version and form. An object event's frame is encoded once
+/// and shared through the endpoint's [`FrameCache`] by every watcher that receives it in the same form.
+struct EventEncoder<T: Resource> {
+    store: Store<T>,
+    frames: Arc<FrameCache>,
+    version: String,
+    output: Output,
+    include: IncludeObject,
+}
+
+impl<T: Resource> EventEncoder<T> {
+    fn frame(
+        &self,
+        event: WatchEvent,
+        allow_bookmarks: bool,
+    ) -> Option<Result<Bytes, std::io::Error>> {
+        let key = match event.event_type {
+            EventType::Added | EventType::Modified | EventType::Deleted => Some(FrameKey {
+                revision: event.revision,
+                key: event.key.clone(),
+                event: event.event_type,
+                version: self.version.clone(),
+                media_type: self.output.media_type,
+                transform: self.output.transform,
+                include: self.include,
+            }),
+            _ => None,
+        };
+        if let Some(frame) = key.as_ref().and_then(|k| self.frames.get(k)) {
+            return Some(Ok(frame));
+        }
+        let frame = match self.store.watch_item(event, allow_bookmarks)? {
+            WatchItem::Object(kind, object) => self.encode(event_name(kind), self.object(&object)),
+            WatchItem::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => {
+                let mut object = T::default();
+                let meta = object.metadata_mut();
+                meta.resource_version = resource_version.to_string();
+                if initial_events_end {
+                    meta.annotations.insert(
+                        INITIAL_EVENTS_END_ANNOTATION.to_string(),
+                        "true".to_string(),
+                    );
+                }
+                self.encode("BOOKMARK", self.object(&object))
+            }
+            WatchItem::Error(err) => self.encode("ERROR", self.status(&err)),
+        };
+        if let (Some(key), Ok(frame)) = (key, &frame) {
+            self.frames.insert(key, frame.clone());
+        }
+        Some(frame)
+    }
+
+    fn encode(
+        &self,
+        event_type: &str,
+        object: Result<Vec<u8>, ApiError>,
+    ) -> Result<Bytes, std::io::Error> {
+        let object = object
+            .or_else(|err| self.status(&err))
+            .map_err(std::io::Error::other)?;
+        let frame = match self.output.media_type {
+            MediaType::Protobuf => codec::encode_protobuf_watch_frame(event_type, &object)
+                .map_err(|e| std::io::Error::other(codec_error(e)))?,
+            _ => codec::encode_json_watch_event(event_type, &object),
+        };
+        Ok(Bytes::from(frame))
+    }
+
+    fn object(&self, object: &T) -> Result<Vec<u8>, ApiError> {
+        let media_type = self.output.media_type;
+        match self.output.transform {
+            Transform::Table => {
+                let metadata = ListMeta {
+                    resource_version: object.metadata().resource_version.clone(),
+                    ..ListMeta::default()
+                };
+                let rows = if object.metadata().name.is_empty() {
+                    &[][..]
+                } else {
+                    std::slice::from_ref(object)
+                };
+                let table = table(
+                    self.store.codec(),
+                    &self.version,
+                    rows,
+                    metadata,
+                    self.include,
+                )?;
+                encode_json_document(&table, media_type, false)
+            }
+            Transform::PartialObjectMetadata | Transform::PartialObjectMetadataList => {
+                encode_document(
+                    &partial_metadata(object.metadata()),
+                    "meta.k8s.io/v1",
+                    "PartialObjectMetadata",
+                    media_type,
+                    false,
+                )
+            }
+            Transform::None => self
+                .store
+                .codec()
+                .encode(object, &self.version, media_type)
+                .map_err(ApiError::internal),
+        }
+    }
+
+    fn status(&self, err: &ApiError) -> Result<Vec<u8>, ApiError> {
+        encode_document(
+            &Status::from(err),
+            "v1",
+            "Status",
+            self.output.media_type,
+            false,
+        )
+    }
+}
+
+fn event_name(kind: EventType) -> &'static str {
+    match kind {
+        EventType::Added => "ADDED",
+        EventType::Modified => "MODIFIED",
+        EventType::Deleted => "DELETED",
+        EventType::Bookmark => "BOOKMARK",
+        EventType::Error => "ERROR",
+    }
+}
+
+/// What identifies one encoded event frame: the change (revision, key, type) and the form it is written in.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct FrameKey {
+    revision: u64,
+    key: String,
+    event: EventType,
+    version: String,
+    media_type: MediaType,
+    transform: Transform,
+    include: IncludeObject,
+}
+
+/// The most recent encoded frames of one resource, so that a change fanned out to many watchers is decoded and
+/// encoded once per form rather than once per watcher.
+#[derive(Default)]
+pub(crate) struct FrameCache {
+    entries: Mutex<(HashMap<FrameKey, Bytes>, VecDeque<FrameKey>)>,
+}
+
+/// Frames kept: enough for every watcher to find the frames of the latest changes while they are being sent.
+const FRAME_CACHE_ENTRIES: usize = 1024;
+
+impl FrameCache {
+    fn get(&self, key: &FrameKey) -> Option<Bytes> {
+        self.entries.lock().ok()?.0.get(key).cloned()
+    }
+
+    fn insert(&self, key: FrameKey, frame: Bytes) {
+        let Ok(mut entries) = self.entries.lock() else {
+            return;
+        };
+        let (map, order) = &mut *entries;
+        if map.insert(key.clone(), frame).is_none() {
+            order.push_back(key);
+        }
+        while order.len() > FRAME_CACHE_ENTRIES {
+            if let Some(oldest) = order.pop_front() {
+                map.remove(&oldest);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(revision: u64) -> FrameKey {
+        FrameKey {
+            revision,
+            key: "/registry/widgets/a".into(),
+            event: EventType::Added,
+            version: "v1".into(),
+            media_type: MediaType::Json,
+            transform: Transform::None,
+            include: IncludeObject::Metadata,
+        }
+    }
+
+    #[test]
+    fn frame_cache_keeps_the_latest_frames() {
+        let cache = FrameCache::default();
+        for revision in 0..(FRAME_CACHE_ENTRIES as u64 + 10) {
+            cache.insert(key(revision), Bytes::from(revision.to_string()));
+        }
+        assert!(
+            cache.get(&key(0)).is_none(),
+            "the oldest frames are evicted"
+        );
+        let last = FRAME_CACHE_ENTRIES as u64 + 9;
+        assert_eq!(cache.get(&key(last)), Some(Bytes::from(last.to_string())));
+        let mut other_form = key(last);
+        other_form.media_type = MediaType::Protobuf;
+        assert!(
+            cache.get(&other_form).is_none(),
+            "each form has its own frame"
+        );
+    }
+}

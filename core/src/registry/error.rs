@@ -1,0 +1,250 @@
+//! API errors: what a request failed with, as upstream's `k8s.io/apimachinery/pkg/api/errors` builds it, so that
+//! clients see the same `Status` code, reason, message and details a Go server would send.
+
+use crate::runtime::{GroupKind, GroupResource};
+use crate::storage::StorageError;
+use crate::validation::ErrorList;
+
+/// One cause in `Status.details.causes`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cause {
+    /// E.g. `FieldValueInvalid`.
+    pub reason: String,
+    pub message: String,
+    /// E.g. `spec.toppings[0].quantity`.
+    pub field: String,
+}
+
+/// `Status.details`: which object the error is about.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Details {
+    pub name: String,
+    pub group: String,
+    /// A kind for Invalid errors, the resource (plural) for the others, as upstream.
+    pub kind: String,
+    pub uid: String,
+    pub causes: Vec<Cause>,
+    pub retry_after_seconds: i32,
+}
+
+/// A failed API request: becomes a `metav1.Status` with `status: Failure`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub code: u16,
+    /// The `StatusReason`, e.g. `NotFound`.
+    pub reason: &'static str,
+    pub message: String,
+    /// Boxed: errors travel in `Result`s on hot paths and should stay small.
+    pub details: Option<Box<Details>>,
+}
+
+/// Upstream's `OptimisticLockErrorMsg`.
+pub const OPTIMISTIC_LOCK_ERROR_MSG: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+fn resource_details(resource: &GroupResource, name: &str) -> Option<Box<Details>> {
+    Some(Box::new(Details {
+        name: name.to_string(),
+        group: resource.group.clone(),
+        kind: resource.resource.clone(),
+        ..Details::default()
+    }))
+}
+
+impl ApiError {
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// 404: `pizzas.restaurant.programming-kubernetes.info "x" not found`.
+    pub fn not_found(resource: &GroupResource, name: &str) -> Self {
+        ApiError {
+            code: 404,
+            reason: "NotFound",
+            message: format!("{resource} \"{name}\" not found"),
+            details: resource_details(resource, name),
+        }
+    }
+
+    /// 409: `... "x" already exists`.
+    pub fn already_exists(resource: &GroupResource, name: &str) -> Self {
+        ApiError {
+            code: 409,
+            reason: "AlreadyExists",
+            message: format!("{resource} \"{name}\" already exists"),
+            details: resource_details(resource, name),
+        }
+    }
+
+    /// 409: `Operation cannot be fulfilled on ... "x": <why>`.
+    pub fn conflict(resource: &GroupResource, name: &str, why: &str) -> Self {
+        ApiError {
+            code: 409,
+            reason: "Conflict",
+            message: format!("Operation cannot be fulfilled on {resource} \"{name}\": {why}"),
+            details: resource_details(resource, name),
+        }
+    }
+
+    /// 422: `Pizza.restaurant... "x" is invalid: <errors>`, with one cause per field error.
+    pub fn invalid(kind: &GroupKind, name: &str, errors: &ErrorList) -> Self {
+        let causes = errors
+            .iter()
+            .map(|e| Cause {
+                reason: e.kind.reason().to_string(),
+                message: e.body(),
+                field: e.field.clone(),
+            })
+            .collect();
+        ApiError {
+            code: 422,
+            reason: "Invalid",
+            message: format!("{kind} \"{name}\" is invalid: {}", errors.aggregate()),
+            details: Some(Box::new(Details {
+                name: name.to_string(),
+                group: kind.group.clone(),
+                kind: kind.kind.clone(),
+                causes,
+                ..Details::default()
+            })),
+        }
+    }
+
+    /// 400 with the given message.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 403: `... "x" is forbidden: <why>`.
+    pub fn forbidden(resource: &GroupResource, name: &str, why: &str) -> Self {
+        let message = if name.is_empty() {
+            format!("{resource} is forbidden: {why}")
+        } else {
+            format!("{resource} \"{name}\" is forbidden: {why}")
+        };
+        ApiError {
+            code: 403,
+            reason: "Forbidden",
+            message,
+            details: resource_details(resource, name),
+        }
+    }
+
+    /// 405: `<verb> is not supported on resources of kind "pizzas..."`.
+    pub fn method_not_supported(resource: &GroupResource, action: &str) -> Self {
+        ApiError {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: format!("{action} is not supported on resources of kind \"{resource}\""),
+            details: resource_details(resource, ""),
+        }
+    }
+
+    /// 500: `Internal error occurred: <err>`.
+    pub fn internal(err: impl std::fmt::Display) -> Self {
+        let message = err.to_string();
+        ApiError {
+            code: 500,
+            reason: "InternalError",
+            message: format!("Internal error occurred: {message}"),
+            details: Some(Box::new(Details {
+                causes: vec![Cause {
+                    message,
+                    ..Cause::default()
+                }],
+                ..Details::default()
+            })),
+        }
+    }
+
+    /// 413: `Request entity too large: <why>`.
+    pub fn request_entity_too_large(why: &str) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: {why}"),
+        )
+    }
+
+    /// Maps a storage error for the object `name` of `resource`, as upstream's `storage.Interpret*Error` and
+    /// the store do.
+    pub fn from_storage(err: StorageError, resource: &GroupResource, name: &str) -> Self {
+        match err {
+            StorageError::KeyNotFound { .. } => Self::not_found(resource, name),
+            StorageError::KeyExists { .. } => Self::already_exists(resource, name),
+            StorageError::ResourceVersionConflicts { .. } => {
+                Self::conflict(resource, name, OPTIMISTIC_LOCK_ERROR_MSG)
+            }
+            StorageError::InvalidObj { ref message, .. } => Self::conflict(resource, name, message),
+            StorageError::TooLargeResourceVersion { .. } => ApiError {
+                code: 504,
+                reason: "Timeout",
+                message: err.to_string(),
+                details: Some(Box::new(Details {
+                    causes: vec![Cause {
+                        reason: "ResourceVersionTooLarge".to_string(),
+                        message: "Too large resource version".to_string(),
+                        ..Cause::default()
+                    }],
+                    retry_after_seconds: 1,
+                    ..Details::default()
+                })),
+            },
+            StorageError::Expired { message, .. } => Self::new(410, "Expired", message),
+            StorageError::BadRequest(message) | StorageError::InvalidKey(message) => {
+                Self::bad_request(message)
+            }
+            StorageError::Invalid(message) => Self::new(422, "Invalid", message),
+            StorageError::Unreachable { .. } | StorageError::Timeout { .. } => ApiError {
+                code: 500,
+                reason: "ServerTimeout",
+                message: format!(
+                    "The request against {resource} could not be completed at this time, please try again."
+                ),
+                details: Some(Box::new(Details {
+                    retry_after_seconds: 2,
+                    ..*resource_details(resource, name).unwrap_or_default()
+                })),
+            },
+            StorageError::Callback(inner) => match inner.downcast_ref::<ApiError>() {
+                Some(api) => api.clone(),
+                None => Self::internal(inner),
+            },
+            other => Self::internal(other),
+        }
+    }
+
+    /// Wraps this error so it passes through a storage callback and comes back out of [`ApiError::from_storage`].
+    pub fn into_storage(self) -> StorageError {
+        StorageError::callback(self)
+    }
+}
+
+impl From<&ApiError> for crate::meta::Status {
+    fn from(err: &ApiError) -> Self {
+        let mut status = crate::meta::Status::failure(err.code, err.reason, err.message.clone());
+        status.details = err.details.as_ref().map(|d| crate::meta::StatusDetails {
+            name: d.name.clone(),
+            group: d.group.clone(),
+            kind: d.kind.clone(),
+            uid: d.uid.clone(),
+            causes: d
+                .causes
+                .iter()
+                .map(|c| crate::meta::StatusCause {
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                    field: c.field.clone(),
+                })
+                .collect(),
+            retry_after_seconds: d.retry_after_seconds,
+        });
+        status
+    }
+}

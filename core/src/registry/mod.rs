@@ -1,0 +1,15 @@
+//! The registry: the generic [`Store`] over a hub type with per-type [`Strategy`] hooks, and the API errors its
+//! flows produce. It knows hub types and storage, never HTTP.
+
+mod error;
+mod object_meta;
+mod store;
+mod strategy;
+
+pub use error::{ApiError, Cause, Details, OPTIMISTIC_LOCK_ERROR_MSG};
+pub use object_meta::{generate_name, validate_object_meta, validate_object_meta_update};
+pub use store::{
+    AdmissionCheck, DeletePreconditions, ListRequest, NoAdmission, ObjectList, Replace, Store,
+    UpdatedObject, WatchItem, WatchItems, Written, attrs_of,
+};
+pub use strategy::{DefaultStrategy, Strategy};

@@ -1,0 +1,810 @@
+//! The generic store: upstream's create, update, delete, list and watch flows, written once for every type.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+use crate::codec::MediaType;
+use crate::meta::ListMeta;
+use crate::runtime::{GroupKind, GroupResource, Resource, ResourceCodec};
+use crate::storage::{
+    self, Attrs, AttrsFn, EventType, FieldSelector, LabelSelector, Preconditions, Predicate,
+    ResourceKeys, ResourceVersionMatch, Storage, StorageError, StoredObject,
+};
+
+use super::object_meta::{
+    MAX_NAME_GENERATION_ATTEMPTS, fill_system_fields, generate_name, validate_object_meta,
+    validate_object_meta_update, wipe_system_fields,
+};
+use super::{ApiError, OPTIMISTIC_LOCK_ERROR_MSG, Strategy};
+use crate::validation::{FieldError, Path};
+
+/// Validating admission, handed to the store by the handler so that it runs at the right point of each flow
+/// (after validation, inside the optimistic update loop) without the store knowing about admission.
+#[async_trait]
+pub trait AdmissionCheck<T>: Send + Sync {
+    async fn validate_create(&self, _object: &T) -> Result<(), ApiError> {
+        Ok(())
+    }
+    async fn validate_update(&self, _new: &T, _old: &T) -> Result<(), ApiError> {
+        Ok(())
+    }
+    async fn validate_delete(&self, _old: &T) -> Result<(), ApiError> {
+        Ok(())
+    }
+}
+
+/// No validating admission.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoAdmission;
+
+impl<T: Send + Sync> AdmissionCheck<T> for NoAdmission {}
+
+/// Computes the object an update writes from the current one (`None` when it does not exist): the request body for
+/// PUT, the patched object for PATCH. It may run several times, once per conflict.
+#[async_trait]
+pub trait UpdatedObject<T>: Send + Sync {
+    async fn updated(&self, current: Option<&T>) -> Result<T, ApiError>;
+}
+
+/// An update that writes a given object (PUT).
+pub struct Replace<T>(pub T);
+
+#[async_trait]
+impl<T: Clone + Send + Sync> UpdatedObject<T> for Replace<T> {
+    async fn updated(&self, _current: Option<&T>) -> Result<T, ApiError> {
+        Ok(self.0.clone())
+    }
+}
+
+/// A written object and the warnings the strategy produced.
+#[derive(Clone, Debug)]
+pub struct Written<T> {
+    pub object: T,
+    /// True when an update created the object (201 instead of 200).
+    pub created: bool,
+    pub warnings: Vec<String>,
+}
+
+/// What to read in a list or watch: upstream's `ListOptions` after parsing.
+#[derive(Clone, Debug, Default)]
+pub struct ListRequest {
+    pub label_selector: LabelSelector,
+    pub field_selector: FieldSelector,
+    pub limit: u64,
+    pub continue_token: Option<String>,
+    pub resource_version: Option<u64>,
+    pub resource_version_match: Option<ResourceVersionMatch>,
+    pub send_initial_events: Option<bool>,
+    pub allow_watch_bookmarks: bool,
+}
+
+/// One page of a list.
+#[derive(Clone, Debug, Default)]
+pub struct ObjectList<T> {
+    pub metadata: ListMeta,
+    pub items: Vec<T>,
+}
+
+/// One event of a typed watch.
+#[derive(Clone, Debug)]
+pub enum WatchItem<T> {
+    /// ADDED, MODIFIED or DELETED with the object (for DELETED: its last state at the deletion revision).
+    Object(EventType, T),
+    /// A BOOKMARK at a revision; `initial_events_end` marks the end of the initial events.
+    Bookmark {
+        resource_version: u64,
+        initial_events_end: bool,
+    },
+    /// The watch failed and ends.
+    Error(ApiError),
+}
+
+/// A typed watch stream.
+pub type WatchItems<T> = BoxStream<'static, WatchItem<T>>;
+
+/// The generic registry of one resource (upstream `genericregistry.Store`): stores hub objects of `T` in a
+/// [`Storage`] in the storage version, applying the strategy and upstream's rules for system fields, optimistic
+/// concurrency, generated names and dry runs.
+pub struct Store<T: Resource> {
+    storage: Arc<dyn Storage>,
+    codec: ResourceCodec<T>,
+    strategy: Arc<dyn Strategy<T>>,
+    keys: ResourceKeys,
+    storage_format: MediaType,
+}
+
+impl<T: Resource> Clone for Store<T> {
+    fn clone(&self) -> Self {
+        Store {
+            storage: self.storage.clone(),
+            codec: self.codec.clone(),
+            strategy: self.strategy.clone(),
+            keys: self.keys.clone(),
+            storage_format: self.storage_format,
+        }
+    }
+}
+
+impl<T: Resource> Store<T> {
+    /// A store under `<prefix>/<plural>/...`, writing `storage_format` (JSON is what Go servers write by default).
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        prefix: &str,
+        codec: ResourceCodec<T>,
+        strategy: Arc<dyn Strategy<T>>,
+        storage_format: MediaType,
+    ) -> Result<Self, StorageError> {
+        Ok(Store {
+            storage,
+            codec,
+            strategy,
+            keys: ResourceKeys::new(prefix, T::PLURAL)?,
+            storage_format,
+        })
+    }
+
+    /// A store whose reads and watches are served from a [`WatchCache`](crate::storage::cache::WatchCache) of
+    /// this resource over `backend`; writes go through to `backend`. Must be called within a tokio runtime.
+    pub fn cached(
+        backend: Arc<dyn Storage>,
+        prefix: &str,
+        codec: ResourceCodec<T>,
+        strategy: Arc<dyn Strategy<T>>,
+        storage_format: MediaType,
+    ) -> Result<Self, StorageError> {
+        let keys = ResourceKeys::new(prefix, T::PLURAL)?;
+        let cache = storage::cache::WatchCache::new(
+            backend,
+            keys.root(),
+            storage::cache::CacheConfig::default(),
+        )?;
+        Self::new(Arc::new(cache), prefix, codec, strategy, storage_format)
+    }
+
+    pub fn codec(&self) -> &ResourceCodec<T> {
+        &self.codec
+    }
+
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    fn resource() -> GroupResource {
+        T::group_resource()
+    }
+
+    fn kind() -> GroupKind {
+        T::group_kind()
+    }
+
+    fn key(&self, namespace: Option<&str>, name: &str) -> Result<String, ApiError> {
+        let namespace = if T::namespaced() { namespace } else { None };
+        self.keys
+            .object(namespace, name)
+            .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))
+    }
+
+    /// Decodes stored bytes and sets `metadata.resourceVersion` from the revision that wrote them.
+    pub fn decode(&self, stored: &StoredObject) -> Result<T, ApiError> {
+        let mut object = self
+            .codec
+            .decode_stored(&stored.value)
+            .map_err(ApiError::internal)?;
+        object.metadata_mut().resource_version = stored.revision.to_string();
+        Ok(object)
+    }
+
+    /// Encodes for storage: without resourceVersion (the backend's revision is the resourceVersion).
+    fn encode(&self, object: &T) -> Result<Bytes, ApiError> {
+        let mut object = object.clone();
+        object.metadata_mut().resource_version.clear();
+        object.metadata_mut().self_link.clear();
+        let bytes = self
+            .codec
+            .encode_stored(&object, self.storage_format)
+            .map_err(ApiError::internal)?;
+        Ok(Bytes::from(bytes))
+    }
+
+    /// Reads an object's labels and selectable fields from stored bytes, for selectors.
+    pub fn attrs_fn(&self) -> AttrsFn {
+        let codec = self.codec.clone();
+        Arc::new(move |bytes: &[u8]| {
+            let object = codec
+                .decode_stored(bytes)
+                .map_err(|e| StorageError::Internal(e.to_string()))?;
+            Ok(attrs_of(&object))
+        })
+    }
+
+    /// Checks the namespace of the body against the request's (upstream `rest.BeforeCreate`/`BeforeUpdate`).
+    fn reconcile_namespace(object: &mut T, namespace: Option<&str>) -> Result<(), ApiError> {
+        let meta = object.metadata_mut();
+        if !T::namespaced() {
+            meta.namespace.clear();
+            return Ok(());
+        }
+        let request_ns = namespace.unwrap_or_default();
+        if meta.namespace.is_empty() {
+            meta.namespace = request_ns.to_string();
+        } else if !request_ns.is_empty() && meta.namespace != request_ns {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Everything but metadata and status, in the storage version: a change to it bumps `metadata.generation`
+    /// (what upstream strategies do by comparing `spec`, done once here for every type).
+    fn desired_state(&self, object: &T) -> Result<serde_json::Value, ApiError> {
+        let json = self
+            .codec
+            .encode_stored(object, MediaType::Json)
+            .map_err(ApiError::internal)?;
+        let mut value: serde_json::Value =
+            serde_json::from_slice(&json).map_err(ApiError::internal)?;
+        if let Some(map) = value.as_object_mut() {
+            for field in ["metadata", "status", "apiVersion", "kind"] {
+                map.remove(field);
+            }
+        }
+        Ok(value)
+    }
+
+    /// Upstream `rest.BeforeCreate`: namespace, strategy preparation, generated name, validation, canonical form.
+    fn before_create(
+        &self,
+        object: &mut T,
+        namespace: Option<&str>,
+    ) -> Result<Vec<String>, ApiError> {
+        Self::reconcile_namespace(object, namespace)?;
+        let meta = object.metadata_mut();
+        meta.deletion_timestamp = None;
+        meta.deletion_grace_period_seconds = None;
+        meta.generation = 1;
+        self.strategy.prepare_for_create(object);
+        let meta = object.metadata_mut();
+        if meta.name.is_empty() && !meta.generate_name.is_empty() {
+            meta.name = generate_name(&meta.generate_name);
+        }
+        let mut errors = validate_object_meta(object.metadata(), T::namespaced());
+        errors.extend(self.strategy.validate(object));
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(
+                &Self::kind(),
+                &object.metadata().name,
+                &errors,
+            ));
+        }
+        let warnings = self.strategy.warnings_on_create(object);
+        self.strategy.canonicalize(object);
+        Ok(warnings)
+    }
+
+    /// Upstream `rest.BeforeUpdate`: namespace, immutable system fields, strategy preparation and validation.
+    fn before_update(
+        &self,
+        object: &mut T,
+        old: &T,
+        namespace: Option<&str>,
+    ) -> Result<Vec<String>, ApiError> {
+        Self::reconcile_namespace(object, namespace)?;
+        let old_meta = old.metadata();
+        let meta = object.metadata_mut();
+        meta.generation = old_meta.generation;
+        if meta.uid.is_empty() {
+            meta.uid = old_meta.uid.clone();
+        }
+        meta.creation_timestamp = old_meta.creation_timestamp;
+        if old_meta.deletion_timestamp.is_some() {
+            meta.deletion_timestamp = old_meta.deletion_timestamp;
+        }
+        if meta.deletion_grace_period_seconds.is_none() {
+            meta.deletion_grace_period_seconds = old_meta.deletion_grace_period_seconds;
+        }
+        if self.desired_state(object)? != self.desired_state(old)? {
+            object.metadata_mut().generation = old.metadata().generation + 1;
+        }
+        self.strategy.prepare_for_update(object, old);
+        let mut errors =
+            validate_object_meta_update(object.metadata(), old.metadata(), T::namespaced());
+        errors.extend(self.strategy.validate_update(object, old));
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(
+                &Self::kind(),
+                &object.metadata().name,
+                &errors,
+            ));
+        }
+        let warnings = self.strategy.warnings_on_update(object, old);
+        self.strategy.canonicalize(object);
+        Ok(warnings)
+    }
+
+    /// Creates an object (upstream `Store.Create`); with `dry_run` everything runs but the write.
+    pub async fn create(
+        &self,
+        namespace: Option<&str>,
+        mut object: T,
+        admission: &dyn AdmissionCheck<T>,
+        dry_run: bool,
+    ) -> Result<Written<T>, ApiError> {
+        wipe_system_fields(object.metadata_mut());
+        object.metadata_mut().resource_version.clear();
+        fill_system_fields(object.metadata_mut());
+        let generated =
+            object.metadata().name.is_empty() && !object.metadata().generate_name.is_empty();
+        let attempts = if generated {
+            MAX_NAME_GENERATION_ATTEMPTS
+        } else {
+            1
+        };
+        let mut last_error = None;
+        for _ in 0..attempts {
+            let mut candidate = object.clone();
+            let warnings = self.before_create(&mut candidate, namespace)?;
+            admission.validate_create(&candidate).await?;
+            let name = candidate.metadata().name.clone();
+            let key = self.key(namespace, &name)?;
+            let result = if dry_run {
+                self.dry_run_create(&key, &candidate).await
+            } else {
+                match self.storage.create(&key, self.encode(&candidate)?).await {
+                    Ok(stored) => self.decode(&stored),
+                    Err(e) => Err(self.create_error(e, &key, &name).await),
+                }
+            };
+            match result {
+                Ok(created) => {
+                    return Ok(Written {
+                        object: created,
+                        created: true,
+                        warnings,
+                    });
+                }
+                Err(e) if generated && e.reason == "AlreadyExists" => last_error = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| ApiError::internal("name generation failed")))
+    }
+
+    async fn dry_run_create(&self, key: &str, object: &T) -> Result<T, ApiError> {
+        let name = &object.metadata().name;
+        match self.storage.get(key, &storage::GetOptions::default()).await {
+            Ok(_) => Err(ApiError::already_exists(&Self::resource(), name)),
+            Err(e) if e.is_not_found() => Ok(object.clone()),
+            Err(e) => Err(ApiError::from_storage(e, &Self::resource(), name)),
+        }
+    }
+
+    /// AlreadyExists says "object is being deleted: " when the existing object has a deletionTimestamp.
+    async fn create_error(&self, err: StorageError, key: &str, name: &str) -> ApiError {
+        let mut api = ApiError::from_storage(err, &Self::resource(), name);
+        if api.reason == "AlreadyExists"
+            && let Ok(existing) = self.storage.get(key, &storage::GetOptions::default()).await
+            && let Ok(existing) = self.decode(&existing)
+            && existing.metadata().deletion_timestamp.is_some()
+        {
+            api.message = format!("object is being deleted: {}", api.message);
+        }
+        api
+    }
+
+    /// Reads one object; `resource_version` is a "not older than" bound.
+    pub async fn get(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        resource_version: Option<u64>,
+    ) -> Result<T, ApiError> {
+        let key = self.key(namespace, name)?;
+        let stored = self
+            .storage
+            .get(&key, &storage::GetOptions { resource_version })
+            .await
+            .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
+        self.decode(&stored)
+    }
+
+    /// Updates (or, where allowed, creates) an object with optimistic concurrency (upstream `Store.Update`).
+    pub async fn update(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        updated: &dyn UpdatedObject<T>,
+        admission: &dyn AdmissionCheck<T>,
+        force_allow_create: bool,
+        dry_run: bool,
+    ) -> Result<Written<T>, ApiError> {
+        let key = self.key(namespace, name)?;
+        let outcome: Mutex<(bool, Vec<String>, Option<T>)> = Mutex::new((false, Vec::new(), None));
+        let outcome_ref = &outcome;
+        let key_ref = &key;
+        let mut try_update = |current: Option<StoredObject>| async move {
+            let run = async {
+                let existing = current.as_ref().map(|c| self.decode(c)).transpose()?;
+                let mut object = updated.updated(existing.as_ref()).await?;
+                if object.metadata().name.is_empty() {
+                    object.metadata_mut().name = name.to_string();
+                }
+                if object.metadata().name != name {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({}) does not match the name on the URL ({name})",
+                        object.metadata().name
+                    )));
+                }
+                let (created, warnings) = match &existing {
+                    None => {
+                        if !self.strategy.allow_create_on_update() && !force_allow_create {
+                            return Err(ApiError::not_found(&Self::resource(), name));
+                        }
+                        wipe_system_fields(object.metadata_mut());
+                        object.metadata_mut().resource_version.clear();
+                        fill_system_fields(object.metadata_mut());
+                        let warnings = self.before_create(&mut object, namespace)?;
+                        admission.validate_create(&object).await?;
+                        (true, warnings)
+                    }
+                    Some(old) => {
+                        let requested = object.metadata().resource_version.clone();
+                        if requested.is_empty() {
+                            if !self.strategy.allow_unconditional_update() {
+                                let error = FieldError::invalid(
+                                    Path::new("metadata").child("resourceVersion"),
+                                    &0,
+                                    "must be specified for an update",
+                                );
+                                return Err(ApiError::invalid(
+                                    &Self::kind(),
+                                    name,
+                                    &vec![error].into(),
+                                ));
+                            }
+                        } else if requested != old.metadata().resource_version {
+                            return Err(ApiError::conflict(
+                                &Self::resource(),
+                                name,
+                                OPTIMISTIC_LOCK_ERROR_MSG,
+                            ));
+                        }
+                        let warnings = self.before_update(&mut object, old, namespace)?;
+                        admission.validate_update(&object, old).await?;
+                        (false, warnings)
+                    }
+                };
+                let bytes = self.encode(&object)?;
+                Ok::<_, ApiError>((bytes, created, warnings, object))
+            };
+            match run.await {
+                Ok((bytes, created, warnings, object)) => {
+                    if let Ok(mut slot) = outcome_ref.lock() {
+                        *slot = (created, warnings, Some(object));
+                    }
+                    let _ = key_ref;
+                    Ok(bytes)
+                }
+                Err(e) => Err(e.into_storage()),
+            }
+        };
+        if dry_run {
+            let current = match self
+                .storage
+                .get(&key, &storage::GetOptions::default())
+                .await
+            {
+                Ok(stored) => Some(stored),
+                Err(e) if e.is_not_found() => None,
+                Err(e) => return Err(ApiError::from_storage(e, &Self::resource(), name)),
+            };
+            let current_revision = current.as_ref().map(|c| c.revision);
+            try_update(current)
+                .await
+                .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
+            let (created, warnings, object) = take(outcome)?;
+            let mut object =
+                object.ok_or_else(|| ApiError::internal("update produced no object"))?;
+            if let Some(rv) = current_revision {
+                object.metadata_mut().resource_version = rv.to_string();
+            }
+            return Ok(Written {
+                object,
+                created,
+                warnings,
+            });
+        }
+        let stored = self
+            .storage
+            .guaranteed_update(&key, true, None, &mut try_update, None)
+            .await
+            .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
+        let (created, warnings, _) = take(outcome)?;
+        Ok(Written {
+            object: self.decode(&stored)?,
+            created,
+            warnings,
+        })
+    }
+
+    /// Deletes an object at once (finalizers and graceful deletion come with the next milestone), checking
+    /// preconditions and validating admission against the current object.
+    pub async fn delete(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        preconditions: &DeletePreconditions,
+        admission: &dyn AdmissionCheck<T>,
+        dry_run: bool,
+    ) -> Result<T, ApiError> {
+        let key = self.key(namespace, name)?;
+        let resource = Self::resource();
+        let current = self
+            .storage
+            .get(&key, &storage::GetOptions::default())
+            .await
+            .map_err(|e| ApiError::from_storage(e, &resource, name))?;
+        let object = self.decode(&current)?;
+        preconditions.check(&object, name)?;
+        if dry_run {
+            admission.validate_delete(&object).await?;
+            return Ok(object);
+        }
+        let mut storage_preconditions = Preconditions::new();
+        if let Some(rv) = &preconditions.resource_version {
+            let rv = rv.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!("invalid resource version in precondition: {rv:?}"))
+            })?;
+            storage_preconditions = storage_preconditions.with_resource_version(rv);
+        }
+        if let Some(uid) = &preconditions.uid {
+            let codec = self.codec.clone();
+            storage_preconditions = storage_preconditions.with_uid(
+                uid.clone(),
+                Arc::new(move |bytes: &[u8]| {
+                    codec
+                        .decode_stored(bytes)
+                        .map(|o| o.metadata().uid.clone())
+                        .map_err(|e| StorageError::Internal(e.to_string()))
+                }),
+            );
+        }
+        let mut validate = |current: StoredObject| async move {
+            let object = self.decode(&current).map_err(ApiError::into_storage)?;
+            admission
+                .validate_delete(&object)
+                .await
+                .map_err(ApiError::into_storage)
+        };
+        let deleted = self
+            .storage
+            .delete(
+                &key,
+                Some(&storage_preconditions),
+                &mut validate,
+                Some(current),
+            )
+            .await
+            .map_err(|e| match e {
+                StorageError::InvalidObj { .. } => {
+                    preconditions_conflict(&resource, name, preconditions, &object)
+                }
+                other => ApiError::from_storage(other, &resource, name),
+            })?;
+        self.decode(&deleted)
+    }
+
+    /// Lists objects (in one namespace, or all with `None`).
+    pub async fn list(
+        &self,
+        namespace: Option<&str>,
+        request: &ListRequest,
+    ) -> Result<ObjectList<T>, ApiError> {
+        let key = self.list_key(namespace)?;
+        let result = self
+            .storage
+            .list(
+                &key,
+                &storage::ListOptions {
+                    resource_version: request.resource_version,
+                    resource_version_match: request.resource_version_match,
+                    recursive: true,
+                    limit: request.limit,
+                    continue_token: request.continue_token.clone(),
+                    predicate: self.predicate(request),
+                },
+            )
+            .await
+            .map_err(|e| ApiError::from_storage(e, &Self::resource(), ""))?;
+        let items = result
+            .items
+            .iter()
+            .map(|s| self.decode(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ObjectList {
+            metadata: ListMeta {
+                resource_version: result.revision.to_string(),
+                continue_: result.continue_token.unwrap_or_default(),
+                remaining_item_count: result.remaining_item_count,
+                ..ListMeta::default()
+            },
+            items,
+        })
+    }
+
+    fn list_key(&self, namespace: Option<&str>) -> Result<String, ApiError> {
+        let namespace = if T::namespaced() {
+            namespace.filter(|ns| !ns.is_empty())
+        } else {
+            None
+        };
+        self.keys
+            .list(namespace)
+            .map_err(|e| ApiError::from_storage(e, &Self::resource(), ""))
+    }
+
+    fn predicate(&self, request: &ListRequest) -> Predicate {
+        Predicate::new(
+            request.label_selector.clone(),
+            request.field_selector.clone(),
+            self.attrs_fn(),
+        )
+    }
+
+    /// Watches stored events (in one namespace, or all with `None`); [`Store::watch_item`] turns each into a
+    /// typed item. Handlers that encode one event for many watchers start from these.
+    pub async fn watch_events(
+        &self,
+        namespace: Option<&str>,
+        request: &ListRequest,
+    ) -> Result<storage::WatchStream, ApiError> {
+        let key = self.list_key(namespace)?;
+        self.storage
+            .watch(
+                &key,
+                &storage::WatchOptions {
+                    resource_version: request.resource_version,
+                    recursive: true,
+                    predicate: self.predicate(request),
+                    send_initial_events: request.send_initial_events,
+                    allow_watch_bookmarks: request.allow_watch_bookmarks,
+                    progress_notify: request.allow_watch_bookmarks,
+                },
+            )
+            .await
+            .map_err(|e| ApiError::from_storage(e, &Self::resource(), ""))
+    }
+
+    /// A stored watch event as a typed item; `None` for a bookmark the watcher did not ask for.
+    pub fn watch_item(
+        &self,
+        event: storage::WatchEvent,
+        allow_bookmarks: bool,
+    ) -> Option<WatchItem<T>> {
+        match event.event_type {
+            EventType::Bookmark if !allow_bookmarks => None,
+            EventType::Bookmark => Some(WatchItem::Bookmark {
+                resource_version: event.revision,
+                initial_events_end: event.initial_events_end,
+            }),
+            EventType::Error => Some(WatchItem::Error(match event.error {
+                Some(e) => ApiError::from_storage(e, &Self::resource(), ""),
+                None => ApiError::internal("watch failed"),
+            })),
+            kind => Some(match self.decode(&event.stored_object()) {
+                Ok(object) => WatchItem::Object(kind, object),
+                Err(e) => WatchItem::Error(e),
+            }),
+        }
+    }
+
+    /// Watches objects (in one namespace, or all with `None`).
+    pub async fn watch(
+        &self,
+        namespace: Option<&str>,
+        request: &ListRequest,
+    ) -> Result<WatchItems<T>, ApiError> {
+        let events = self.watch_events(namespace, request).await?;
+        let store = self.clone();
+        let allow_bookmarks = request.allow_watch_bookmarks;
+        Ok(events
+            .filter_map(move |event| {
+                futures::future::ready(store.watch_item(event, allow_bookmarks))
+            })
+            .boxed())
+    }
+
+    /// The field selector keys this resource supports: `metadata.name`, `metadata.namespace` and the declared
+    /// selectable fields.
+    pub fn check_field_selector(selector: &FieldSelector) -> Result<(), ApiError> {
+        for requirement in selector.requirements() {
+            let field = requirement.field.as_str();
+            if field != "metadata.name"
+                && field != "metadata.namespace"
+                && !T::SELECTABLE_FIELDS.contains(&field)
+            {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {field}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn take<T>(
+    outcome: Mutex<(bool, Vec<String>, Option<T>)>,
+) -> Result<(bool, Vec<String>, Option<T>), ApiError> {
+    outcome
+        .into_inner()
+        .map_err(|_| ApiError::internal("update state poisoned"))
+}
+
+/// Labels and selectable fields of an object.
+pub fn attrs_of<T: Resource>(object: &T) -> Attrs {
+    let meta = object.metadata();
+    let mut fields = std::collections::BTreeMap::new();
+    fields.insert("metadata.name".to_string(), meta.name.clone());
+    if T::namespaced() {
+        fields.insert("metadata.namespace".to_string(), meta.namespace.clone());
+    }
+    for path in T::SELECTABLE_FIELDS {
+        if let Some(value) = object.selectable_field(path) {
+            fields.insert(path.to_string(), value);
+        }
+    }
+    Attrs {
+        labels: meta.labels.clone(),
+        fields,
+    }
+}
+
+/// `DeleteOptions.preconditions`.
+#[derive(Clone, Debug, Default)]
+pub struct DeletePreconditions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+impl DeletePreconditions {
+    fn check<T: Resource>(&self, object: &T, name: &str) -> Result<(), ApiError> {
+        let resource = T::group_resource();
+        if let Some(uid) = &self.uid
+            && *uid != object.metadata().uid
+        {
+            return Err(preconditions_conflict(&resource, name, self, object));
+        }
+        if let Some(rv) = &self.resource_version
+            && *rv != object.metadata().resource_version
+        {
+            return Err(preconditions_conflict(&resource, name, self, object));
+        }
+        Ok(())
+    }
+}
+
+/// Upstream's precondition messages (`rest.BeforeDelete`).
+fn preconditions_conflict<T: Resource>(
+    resource: &GroupResource,
+    name: &str,
+    preconditions: &DeletePreconditions,
+    object: &T,
+) -> ApiError {
+    let meta = object.metadata();
+    let why = match (&preconditions.uid, &preconditions.resource_version) {
+        (Some(uid), _) if *uid != meta.uid => format!(
+            "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+            meta.uid
+        ),
+        (_, Some(rv)) => format!(
+            "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
+            meta.resource_version
+        ),
+        _ => OPTIMISTIC_LOCK_ERROR_MSG.to_string(),
+    };
+    ApiError::conflict(resource, name, &why)
+}

@@ -1,0 +1,54 @@
+//! The per-type hooks of the generic store (upstream `rest.RESTCreateStrategy`, `RESTUpdateStrategy`, ...).
+
+use crate::runtime::Resource;
+use crate::validation::ErrorList;
+
+/// What makes one resource different from another inside the generic [`Store`](super::Store): how objects are
+/// prepared, validated and normalised on create and update. Every method has upstream's neutral default, so a
+/// strategy implements only what its type needs.
+pub trait Strategy<T: Resource>: Send + Sync + 'static {
+    /// Clears or sets fields the server owns before a create (e.g. status, generation).
+    fn prepare_for_create(&self, _object: &mut T) {}
+
+    /// Carries over fields the client may not change on update (e.g. status), bumps generation on spec changes.
+    fn prepare_for_update(&self, _new: &mut T, _old: &T) {}
+
+    /// Validates a new object.
+    fn validate(&self, _object: &T) -> ErrorList {
+        ErrorList::default()
+    }
+
+    /// Validates an update.
+    fn validate_update(&self, _new: &T, _old: &T) -> ErrorList {
+        ErrorList::default()
+    }
+
+    /// Warnings returned to the client (`Warning` headers) for a valid create.
+    fn warnings_on_create(&self, _object: &T) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Warnings returned to the client for a valid update.
+    fn warnings_on_update(&self, _new: &T, _old: &T) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Normalises an object after validation, before it is stored.
+    fn canonicalize(&self, _object: &mut T) {}
+
+    /// Whether PUT of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// Whether PUT without `metadata.resourceVersion` overwrites whatever is stored.
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+}
+
+/// The strategy of a type with no special rules.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DefaultStrategy;
+
+impl<T: Resource> Strategy<T> for DefaultStrategy {}

@@ -1,0 +1,75 @@
+//! The identity of a resource, carried by its hub type.
+
+use crate::meta::ObjectMeta;
+
+use super::{GroupKind, GroupResource, GroupVersion};
+
+/// Whether objects live in a namespace or at cluster level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Namespaced,
+    Cluster,
+}
+
+/// An extra column in `kubectl get` tables, as in a CRD's `additionalPrinterColumns`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrinterColumn {
+    pub name: &'static str,
+    /// OpenAPI type: `string`, `integer`, `number`, `boolean` or `date`.
+    pub type_: &'static str,
+    pub format: &'static str,
+    pub description: &'static str,
+    /// A simple JSONPath into the served version, e.g. `.status.cost`.
+    pub json_path: &'static str,
+    /// 0 shows in the default view; higher only with `-o wide`.
+    pub priority: i32,
+}
+
+/// A hub (internal) type that is served as a resource: its name in URLs, its scope, and how kubectl shows it.
+///
+/// Implemented by `#[derive(Hub)]`; the registry, storage keys, discovery and OpenAPI are all generic over it.
+pub trait Resource: Clone + std::fmt::Debug + Default + PartialEq + Send + Sync + 'static {
+    const GROUP: &'static str;
+    const KIND: &'static str;
+    /// Lower-case plural name used in URLs and storage keys.
+    const PLURAL: &'static str;
+    const SINGULAR: &'static str;
+    const SCOPE: Scope;
+    const SHORT_NAMES: &'static [&'static str];
+    const CATEGORIES: &'static [&'static str];
+    const PRINTER_COLUMNS: &'static [PrinterColumn];
+    /// Subresources served besides the main resource, e.g. `status`.
+    const SUBRESOURCES: &'static [&'static str];
+    /// Field paths usable in field selectors besides `metadata.name` and `metadata.namespace`.
+    const SELECTABLE_FIELDS: &'static [&'static str];
+
+    fn metadata(&self) -> &ObjectMeta;
+    fn metadata_mut(&mut self) -> &mut ObjectMeta;
+
+    /// The value of a declared selectable field, as a field selector compares it.
+    fn selectable_field(&self, _path: &str) -> Option<String> {
+        None
+    }
+
+    fn group_kind() -> GroupKind {
+        GroupKind {
+            group: Self::GROUP.to_string(),
+            kind: Self::KIND.to_string(),
+        }
+    }
+
+    fn group_resource() -> GroupResource {
+        GroupResource {
+            group: Self::GROUP.to_string(),
+            resource: Self::PLURAL.to_string(),
+        }
+    }
+
+    fn group_version(version: &str) -> GroupVersion {
+        GroupVersion::new(Self::GROUP, version)
+    }
+
+    fn namespaced() -> bool {
+        Self::SCOPE == Scope::Namespaced
+    }
+}

@@ -1,0 +1,578 @@
+//! The scheme: which versions of which kinds a server serves, and how request bodies become hub objects and hub
+//! objects become responses in any served version and media type.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::codec::{self, ApiVersionKind, CodecError, FieldValidation, MediaType};
+use crate::meta::ListMeta;
+
+use super::{GroupVersion, GroupVersionKind, List, Resource, Scope, Versioned};
+
+/// A request body decoded into the hub, with the warnings field validation produced.
+#[derive(Debug)]
+pub struct Decoded<H> {
+    pub object: H,
+    /// The group/version/kind the body declared (or the endpoint's, when it declared none).
+    pub gvk: GroupVersionKind,
+    /// `unknown field "spec.foo"` style messages when field validation is `Warn`.
+    pub warnings: Vec<String>,
+}
+
+/// Why a body could not become a hub object; every variant is a 400 BadRequest with this text.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// Upstream: `the API version in the data (%s) does not match the expected API version (%v)`.
+    #[error(
+        "the API version in the data ({data}) does not match the expected API version ({expected})"
+    )]
+    VersionMismatch { data: String, expected: String },
+    /// Upstream: `%s in version %q cannot be handled as a %s: %v`.
+    #[error("{kind} in version \"{version}\" cannot be handled as a {expected}: {reason}")]
+    KindMismatch {
+        kind: String,
+        version: String,
+        expected: String,
+        reason: String,
+    },
+    /// The version is not one this kind is served in.
+    #[error("no version \"{version}\" has been registered for {kind}")]
+    UnknownVersion { kind: String, version: String },
+}
+
+/// Why a hub object could not be written in a version and format.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    #[error("no version \"{version}\" has been registered for {kind}")]
+    UnknownVersion { kind: String, version: String },
+}
+
+/// One served version behind a type-erased face, so that a [`ResourceCodec`] can hold all versions of a hub.
+trait VersionCodec<H>: Send + Sync {
+    fn version(&self) -> &'static str;
+    fn decode_json(
+        &self,
+        json: &[u8],
+        validation: FieldValidation,
+    ) -> Result<(H, Vec<String>), CodecError>;
+    fn decode_protobuf(&self, raw: &[u8]) -> Result<H, CodecError>;
+    fn encode(&self, object: &H, format: MediaType) -> Result<Vec<u8>, CodecError>;
+    fn encode_list(
+        &self,
+        meta: &ListMeta,
+        items: &[H],
+        format: MediaType,
+    ) -> Result<Vec<u8>, CodecError>;
+    fn openapi_schema(&self) -> serde_json::Value;
+}
+
+struct VersionOf<V>(PhantomData<fn() -> V>);
+
+impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
+    fn version(&self) -> &'static str {
+        V::VERSION
+    }
+
+    fn decode_json(
+        &self,
+        json: &[u8],
+        validation: FieldValidation,
+    ) -> Result<(V::Hub, Vec<String>), CodecError> {
+        let mut decoded = codec::decode_json::<V>(json, validation)?;
+        decoded.object.set_defaults();
+        Ok((decoded.object.to_hub(), decoded.warnings))
+    }
+
+    fn decode_protobuf(&self, raw: &[u8]) -> Result<V::Hub, CodecError> {
+        let mut wire = V::decode(raw).map_err(|e| CodecError::Protobuf(e.to_string()))?;
+        wire.set_defaults();
+        Ok(wire.to_hub())
+    }
+
+    fn encode(&self, object: &V::Hub, format: MediaType) -> Result<Vec<u8>, CodecError> {
+        let wire = V::from_hub(object);
+        encode_as(&V::api_version(), <V::Hub as Resource>::KIND, &wire, format)
+    }
+
+    fn encode_list(
+        &self,
+        meta: &ListMeta,
+        items: &[V::Hub],
+        format: MediaType,
+    ) -> Result<Vec<u8>, CodecError> {
+        let list = List {
+            metadata: meta.clone(),
+            items: items.iter().map(V::from_hub).collect::<Vec<V>>(),
+        };
+        let kind = format!("{}List", <V::Hub as Resource>::KIND);
+        encode_as(&V::api_version(), &kind, &list, format)
+    }
+
+    /// The version's schema with what Kubernetes adds to every kind: `apiVersion` and `kind`, and the
+    /// `x-kubernetes-group-version-kind` by which kubectl finds the schema of a manifest.
+    fn openapi_schema(&self) -> serde_json::Value {
+        let mut schema = V::openapi_schema();
+        if let serde_json::Value::Object(map) = &mut schema {
+            let properties = map
+                .entry("properties")
+                .or_insert_with(|| serde_json::json!({}));
+            if let serde_json::Value::Object(properties) = properties {
+                properties.insert(
+                    "apiVersion".into(),
+                    serde_json::json!({ "type": "string", "description": "APIVersion defines the versioned schema of this representation of an object." }),
+                );
+                properties.insert(
+                    "kind".into(),
+                    serde_json::json!({ "type": "string", "description": "Kind is a string value representing the REST resource this object represents." }),
+                );
+            }
+            map.insert(
+                "x-kubernetes-group-version-kind".into(),
+                serde_json::json!([{ "group": <V::Hub as Resource>::GROUP, "version": V::VERSION, "kind": <V::Hub as Resource>::KIND }]),
+            );
+        }
+        schema
+    }
+}
+
+fn encode_as<T>(
+    api_version: &str,
+    kind: &str,
+    value: &T,
+    format: MediaType,
+) -> Result<Vec<u8>, CodecError>
+where
+    T: serde::Serialize + prost::Message,
+{
+    match format {
+        MediaType::Json => codec::encode_json(api_version, kind, value),
+        MediaType::Yaml => codec::encode_yaml(api_version, kind, value),
+        MediaType::Protobuf => codec::encode_protobuf(api_version, kind, value),
+    }
+}
+
+/// A hub type with its served versions: turns bodies of any served version into the hub and the hub into any served
+/// version and media type. Registries, handlers and the watch cache share one per resource.
+pub struct ResourceCodec<H: Resource> {
+    versions: Vec<Arc<dyn VersionCodec<H>>>,
+    storage_version: Option<&'static str>,
+}
+
+impl<H: Resource> Default for ResourceCodec<H> {
+    fn default() -> Self {
+        Self {
+            versions: Vec::new(),
+            storage_version: None,
+        }
+    }
+}
+
+impl<H: Resource> Clone for ResourceCodec<H> {
+    fn clone(&self) -> Self {
+        Self {
+            versions: self.versions.clone(),
+            storage_version: self.storage_version,
+        }
+    }
+}
+
+impl<H: Resource> std::fmt::Debug for ResourceCodec<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceCodec")
+            .field("kind", &H::KIND)
+            .field("versions", &self.versions().collect::<Vec<_>>())
+            .field("storage_version", &self.storage_version_name())
+            .finish()
+    }
+}
+
+impl<H: Resource> ResourceCodec<H> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Serves `V`; versions are listed in the order they are added.
+    pub fn version<V: Versioned<Hub = H>>(mut self) -> Self {
+        self.versions.retain(|v| v.version() != V::VERSION);
+        self.versions.push(Arc::new(VersionOf::<V>(PhantomData)));
+        self
+    }
+
+    /// The version objects are written to storage in (default: the first added).
+    pub fn storage_version(mut self, version: &'static str) -> Self {
+        self.storage_version = Some(version);
+        self
+    }
+
+    /// The served versions, in the order added.
+    pub fn versions(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.versions.iter().map(|v| v.version())
+    }
+
+    pub fn serves(&self, version: &str) -> bool {
+        self.versions.iter().any(|v| v.version() == version)
+    }
+
+    /// The version objects are stored in.
+    pub fn storage_version_name(&self) -> Option<&'static str> {
+        self.storage_version
+            .or_else(|| self.versions.first().map(|v| v.version()))
+    }
+
+    fn storage_version_codec(&self) -> Option<&Arc<dyn VersionCodec<H>>> {
+        let name = self.storage_version_name()?;
+        self.find(name)
+    }
+
+    fn find(&self, version: &str) -> Option<&Arc<dyn VersionCodec<H>>> {
+        self.versions.iter().find(|v| v.version() == version)
+    }
+
+    fn unknown_version(version: &str) -> DecodeError {
+        DecodeError::UnknownVersion {
+            kind: H::KIND.to_string(),
+            version: version.to_string(),
+        }
+    }
+
+    /// Decodes a request body sent to the endpoint of `endpoint_version`: the body's own `apiVersion`/`kind` must be
+    /// that endpoint's (or absent), its version's defaults are applied, then it is converted to the hub.
+    pub fn decode(
+        &self,
+        body: &[u8],
+        format: MediaType,
+        endpoint_version: &str,
+        validation: FieldValidation,
+    ) -> Result<Decoded<H>, DecodeError> {
+        let version = self
+            .find(endpoint_version)
+            .ok_or_else(|| Self::unknown_version(endpoint_version))?;
+        match format {
+            MediaType::Protobuf => {
+                let (type_meta, raw) = codec::decode_protobuf(body)?;
+                let gvk = self.check_type(&type_meta, endpoint_version)?;
+                let object = version.decode_protobuf(&raw)?;
+                Ok(Decoded {
+                    object,
+                    gvk,
+                    warnings: Vec::new(),
+                })
+            }
+            MediaType::Json | MediaType::Yaml => {
+                let (json, mut warnings) = match format {
+                    MediaType::Yaml => {
+                        let (json, duplicates) = codec::yaml_to_json(body)?;
+                        (std::borrow::Cow::Owned(json), duplicates)
+                    }
+                    _ => (std::borrow::Cow::Borrowed(body), Vec::new()),
+                };
+                if validation == FieldValidation::Strict && !warnings.is_empty() {
+                    return Err(CodecError::StrictDecoding(warnings).into());
+                }
+                if validation == FieldValidation::Ignore {
+                    warnings.clear();
+                }
+                // The declared type is checked first, so that a body of another kind says so rather than
+                // failing on its unknown fields.
+                let type_meta = codec::peek_json_type_meta(&json)?;
+                let gvk = self.check_type(&type_meta, endpoint_version)?;
+                let (object, decode_warnings) = version.decode_json(&json, validation)?;
+                warnings.extend(decode_warnings);
+                Ok(Decoded {
+                    object,
+                    gvk,
+                    warnings,
+                })
+            }
+        }
+    }
+
+    /// Checks a body's declared type against the endpoint's, filling in what the body left out.
+    fn check_type(
+        &self,
+        type_meta: &ApiVersionKind,
+        endpoint_version: &str,
+    ) -> Result<GroupVersionKind, DecodeError> {
+        let (api_version, kind) = (type_meta.api_version.as_str(), type_meta.kind.as_str());
+        let expected = GroupVersion::new(H::GROUP, endpoint_version);
+        let gv = if api_version.is_empty() {
+            expected.clone()
+        } else {
+            GroupVersion::parse_api_version(api_version).ok_or_else(|| {
+                DecodeError::VersionMismatch {
+                    data: api_version.to_string(),
+                    expected: expected.to_string(),
+                }
+            })?
+        };
+        let kind = if kind.is_empty() { H::KIND } else { kind };
+        if kind != H::KIND {
+            return Err(DecodeError::KindMismatch {
+                kind: kind.to_string(),
+                version: gv.version.clone(),
+                expected: H::KIND.to_string(),
+                reason: format!(
+                    "no kind \"{kind}\" is registered for version \"{gv}\" in this resource"
+                ),
+            });
+        }
+        if gv != expected {
+            return Err(DecodeError::VersionMismatch {
+                data: gv.to_string(),
+                expected: expected.to_string(),
+            });
+        }
+        Ok(gv.with_kind(kind))
+    }
+
+    /// Encodes a hub object as `version` in `format`.
+    pub fn encode(
+        &self,
+        object: &H,
+        version: &str,
+        format: MediaType,
+    ) -> Result<Vec<u8>, EncodeError> {
+        let codec = self
+            .find(version)
+            .ok_or_else(|| EncodeError::UnknownVersion {
+                kind: H::KIND.to_string(),
+                version: version.to_string(),
+            })?;
+        Ok(codec.encode(object, format)?)
+    }
+
+    /// Encodes hub objects as a `<Kind>List` of `version` in `format`.
+    pub fn encode_list(
+        &self,
+        meta: &ListMeta,
+        items: &[H],
+        version: &str,
+        format: MediaType,
+    ) -> Result<Vec<u8>, EncodeError> {
+        let codec = self
+            .find(version)
+            .ok_or_else(|| EncodeError::UnknownVersion {
+                kind: H::KIND.to_string(),
+                version: version.to_string(),
+            })?;
+        Ok(codec.encode_list(meta, items, format)?)
+    }
+
+    /// Encodes an object the way it is kept in storage: the storage version, in `format`.
+    pub fn encode_stored(&self, object: &H, format: MediaType) -> Result<Vec<u8>, EncodeError> {
+        let codec = self
+            .storage_version_codec()
+            .ok_or_else(|| EncodeError::UnknownVersion {
+                kind: H::KIND.to_string(),
+                version: String::new(),
+            })?;
+        Ok(codec.encode(object, format)?)
+    }
+
+    /// Decodes stored bytes of any served version, JSON or protobuf (told apart by the `k8s\0` prefix), leniently,
+    /// applying that version's defaults: what was written by an older server version still reads.
+    pub fn decode_stored(&self, bytes: &[u8]) -> Result<H, DecodeError> {
+        if codec::is_protobuf(bytes) {
+            let (type_meta, raw) = codec::decode_protobuf(bytes)?;
+            let version = self.stored_version(&type_meta)?;
+            return Ok(version.decode_protobuf(&raw)?);
+        }
+        let type_meta = codec::peek_json_type_meta(bytes)?;
+        let version = self.stored_version(&type_meta)?;
+        Ok(version.decode_json(bytes, FieldValidation::Ignore)?.0)
+    }
+
+    fn stored_version(
+        &self,
+        type_meta: &ApiVersionKind,
+    ) -> Result<&Arc<dyn VersionCodec<H>>, DecodeError> {
+        let kind = type_meta.kind.as_str();
+        let gv = GroupVersion::parse_api_version(&type_meta.api_version).unwrap_or_default();
+        if kind != H::KIND || gv.group != H::GROUP {
+            return Err(DecodeError::KindMismatch {
+                kind: kind.to_string(),
+                version: gv.version.clone(),
+                expected: H::KIND.to_string(),
+                reason: "stored object is of another kind".to_string(),
+            });
+        }
+        self.find(&gv.version)
+            .ok_or_else(|| Self::unknown_version(&gv.version))
+    }
+
+    /// The OpenAPI v3 schema of `version`'s root type.
+    pub fn openapi_schema(&self, version: &str) -> Option<serde_json::Value> {
+        self.find(version).map(|v| v.openapi_schema())
+    }
+
+    /// What discovery and OpenAPI need to know about this kind, without its type.
+    pub fn describe(&self) -> KindDescription {
+        KindDescription {
+            group: H::GROUP,
+            kind: H::KIND,
+            plural: H::PLURAL,
+            singular: H::SINGULAR,
+            namespaced: H::SCOPE == Scope::Namespaced,
+            short_names: H::SHORT_NAMES,
+            categories: H::CATEGORIES,
+            subresources: H::SUBRESOURCES,
+            versions: self.versions().collect(),
+            schemas: self
+                .versions
+                .iter()
+                .map(|v| (v.version(), v.openapi_schema()))
+                .collect(),
+        }
+    }
+}
+
+/// A kind as discovery and OpenAPI see it: names, scope and the versions it is served in.
+#[derive(Clone, Debug)]
+pub struct KindDescription {
+    pub group: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    pub subresources: &'static [&'static str],
+    pub versions: Vec<&'static str>,
+    /// The OpenAPI v3 schema of each served version's root type.
+    pub schemas: BTreeMap<&'static str, serde_json::Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::ObjectMeta;
+    use crate::runtime::{PrinterColumn, Scope};
+    use serde::{Deserialize, Serialize};
+
+    /// A hub written by hand, as `#[derive(Hub)]` would.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    struct Widget {
+        metadata: ObjectMeta,
+        size: i64,
+    }
+
+    impl Resource for Widget {
+        const GROUP: &'static str = "example.com";
+        const KIND: &'static str = "Widget";
+        const PLURAL: &'static str = "widgets";
+        const SINGULAR: &'static str = "widget";
+        const SCOPE: Scope = Scope::Namespaced;
+        const SHORT_NAMES: &'static [&'static str] = &[];
+        const CATEGORIES: &'static [&'static str] = &[];
+        const PRINTER_COLUMNS: &'static [PrinterColumn] = &[];
+        const SUBRESOURCES: &'static [&'static str] = &[];
+        const SELECTABLE_FIELDS: &'static [&'static str] = &[];
+        fn metadata(&self) -> &ObjectMeta {
+            &self.metadata
+        }
+        fn metadata_mut(&mut self) -> &mut ObjectMeta {
+            &mut self.metadata
+        }
+    }
+
+    /// Its v1, written by hand, as `#[derive(Versioned)]` would; the default size is 1.
+    #[derive(Clone, PartialEq, Serialize, Deserialize, prost::Message)]
+    struct WidgetV1 {
+        #[prost(message, required, tag = "1")]
+        #[serde(default)]
+        metadata: ObjectMeta,
+        #[prost(int64, optional, tag = "2")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<i64>,
+    }
+
+    impl Versioned for WidgetV1 {
+        type Hub = Widget;
+        const VERSION: &'static str = "v1";
+        fn set_defaults(&mut self) {
+            self.size.get_or_insert(1);
+        }
+        fn to_hub(&self) -> Widget {
+            Widget {
+                metadata: self.metadata.clone(),
+                size: self.size.unwrap_or_default(),
+            }
+        }
+        fn from_hub(hub: &Widget) -> Self {
+            WidgetV1 {
+                metadata: hub.metadata.clone(),
+                size: Some(hub.size),
+            }
+        }
+    }
+
+    fn codec() -> ResourceCodec<Widget> {
+        ResourceCodec::new().version::<WidgetV1>()
+    }
+
+    #[test]
+    fn decodes_defaults_and_round_trips_every_format() {
+        let body = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"}}"#;
+        let decoded = codec()
+            .decode(body, MediaType::Json, "v1", FieldValidation::Strict)
+            .unwrap();
+        assert_eq!(decoded.object.size, 1);
+        assert_eq!(decoded.gvk.to_string(), "example.com/v1, Kind=Widget");
+        for format in MediaType::ALL {
+            let bytes = codec().encode(&decoded.object, "v1", format).unwrap();
+            let back = codec()
+                .decode(&bytes, format, "v1", FieldValidation::Strict)
+                .unwrap();
+            assert_eq!(back.object, decoded.object, "{format:?}");
+        }
+        let stored = codec()
+            .encode_stored(&decoded.object, MediaType::Json)
+            .unwrap();
+        assert_eq!(codec().decode_stored(&stored).unwrap(), decoded.object);
+    }
+
+    #[test]
+    fn wrong_version_or_kind_is_refused_with_upstream_text() {
+        let other_version =
+            br#"{"apiVersion":"example.com/v2","kind":"Widget","metadata":{"name":"w"}}"#;
+        let err = codec()
+            .decode(
+                other_version,
+                MediaType::Json,
+                "v1",
+                FieldValidation::Strict,
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the API version in the data (example.com/v2) does not match the expected API version (example.com/v1)"
+        );
+        let other_kind =
+            br#"{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"w"}}"#;
+        let err = codec()
+            .decode(other_kind, MediaType::Json, "v1", FieldValidation::Strict)
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("Gadget in version \"v1\" cannot be handled as a Widget"),
+            "{err}"
+        );
+        let unknown = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"color":"red"}"#;
+        let err = codec()
+            .decode(unknown, MediaType::Json, "v1", FieldValidation::Strict)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "strict decoding error: unknown field \"color\""
+        );
+        let warned = codec()
+            .decode(unknown, MediaType::Json, "v1", FieldValidation::Warn)
+            .unwrap();
+        assert_eq!(warned.warnings, vec!["unknown field \"color\"".to_string()]);
+    }
+}

@@ -1,0 +1,36 @@
+//! Served versions of a hub type.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::Resource;
+
+/// One served version of a hub type: the wire shape (serde and prost), its defaults, and its conversion to and from
+/// the hub.
+///
+/// Implemented by `#[derive(Versioned)]` on the root struct of a version. Defaults run on the wire value before
+/// conversion, and never when converting from the hub (as upstream).
+pub trait Versioned:
+    Serialize + DeserializeOwned + prost::Message + Default + Clone + PartialEq + Send + Sync + 'static
+{
+    type Hub: Resource;
+    /// The version name, e.g. `v1beta1`.
+    const VERSION: &'static str;
+
+    /// Applies this version's defaults to a value decoded from the wire.
+    fn set_defaults(&mut self) {}
+
+    fn to_hub(&self) -> Self::Hub;
+    fn from_hub(hub: &Self::Hub) -> Self;
+
+    /// The OpenAPI v3 schema of this version's root type (structural, as Kubernetes publishes). Without one a
+    /// type is published as an object that keeps unknown fields.
+    fn openapi_schema() -> serde_json::Value {
+        serde_json::json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+    }
+
+    /// The `apiVersion` of this version, e.g. `restaurant.programming-kubernetes.info/v1beta1`.
+    fn api_version() -> String {
+        <Self::Hub as Resource>::group_version(Self::VERSION).api_version()
+    }
+}

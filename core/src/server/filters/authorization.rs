@@ -1,0 +1,67 @@
+//! Authorization: asks the [`Authorizer`] about the request's user and [`RequestInfo`]; anything but an
+//! allow is 403 with upstream's message (`responsewriters.Forbidden` + `apierrors.NewForbidden`).
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use super::request_info::request_uri;
+use crate::auth::{Attributes, Authorizer, Decision, User, go_quote};
+use crate::endpoints::RequestInfo;
+use crate::meta::Status;
+use crate::server::status::{internal_error, status_response};
+
+/// Lets allowed requests through; the rest get 403 `Forbidden`, or 500 if the authorizer failed.
+pub async fn authorize(
+    State(authorizer): State<Arc<dyn Authorizer>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (Some(info), Some(user)) = (
+        request.extensions().get::<RequestInfo>(),
+        request.extensions().get::<User>(),
+    ) else {
+        return internal_error("no RequestInfo or user found in the context");
+    };
+    let attributes = Attributes::new(user, info);
+    match authorizer.authorize(&attributes).await {
+        Ok((Decision::Allow, _)) => next.run(request).await,
+        Ok((_, reason)) => forbidden(&attributes, &reason),
+        Err(e) => {
+            tracing::error!(uri = %request.uri(), "authorization error: {e}");
+            internal_error(&format!(
+                "Internal Server Error: {}: {e}",
+                go_quote(&request_uri(request.uri()))
+            ))
+        }
+    }
+}
+
+/// The 403 `Status` for a refused request:
+/// `pizzas.g is forbidden: User "x" cannot get resource "pizzas" in API group "g" in the namespace "ns"`,
+/// or `forbidden: User "x" cannot get path "/metrics"` for non-resource requests.
+pub fn forbidden(attributes: &Attributes, reason: &str) -> Response {
+    // Upstream escapes what could look like HTML; quotes stay.
+    let mut message = attributes
+        .forbidden_message()
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    if !reason.is_empty() {
+        message = format!("{message}: {reason}");
+    }
+    // apierrors.NewForbidden(GroupResource{group, resource}, name, err): empty for non-resource requests.
+    let status = if attributes.is_resource_request {
+        Status::forbidden(
+            &attributes.api_group,
+            &attributes.resource,
+            &attributes.name,
+            &message,
+        )
+    } else {
+        Status::forbidden("", "", "", &message)
+    };
+    status_response(&status)
+}

@@ -1,0 +1,64 @@
+//! The filter chain every request passes before its handler, as tower layers (upstream's
+//! `DefaultBuildHandlerChain`, the parts this server has so far). From the outside in:
+//!
+//! 1. [`audit_id`]: the `Audit-ID` response header (the request's own, or a new UUID);
+//! 2. [`panic`]: a panic in anything below becomes a 500 `Status`, and the server keeps serving;
+//! 3. [`request_info`]: parses [`RequestInfo`](crate::endpoints::RequestInfo) once into the extensions;
+//! 4. [`warning`]: a [`Warnings`] recorder in the extensions, written out as `Warning` headers;
+//! 5. [`authentication`]: the [`User`](crate::auth::User) into the extensions, or 401;
+//! 6. [`authorization`]: allow, or 403 with upstream's message.
+//!
+//! `Audit-ID` sits outside panic recovery, as upstream's `WithAuditInit` does, so that even the 500 of a
+//! panic carries the ID that the log line names.
+
+pub mod audit_id;
+pub mod authentication;
+pub mod authorization;
+pub mod panic;
+pub mod request_info;
+pub mod warning;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::middleware::{from_fn, from_fn_with_state};
+
+use crate::auth::{Authenticator, Authorizer};
+use crate::endpoints::RequestInfoFactory;
+
+pub use audit_id::AuditId;
+pub use warning::{WarningRecorder, Warnings};
+
+/// What the filters need: how to parse request info, who authenticates and who authorizes.
+#[derive(Clone)]
+pub struct FilterChain {
+    /// Request-info parsing rules.
+    pub request_info: Arc<RequestInfoFactory>,
+    /// The authenticator (a union; anonymous last for now).
+    pub authenticator: Arc<dyn Authenticator>,
+    /// The authorizer (a union: always-allow paths, `system:masters`, then the configured one).
+    pub authorizer: Arc<dyn Authorizer>,
+}
+
+impl FilterChain {
+    /// Wraps every route of `router` (and its fallbacks) in the chain.
+    pub fn apply(self, router: Router) -> Router {
+        // `Router::layer` wraps what is already there, so the innermost filter goes on first.
+        router
+            .layer(from_fn_with_state(
+                self.authorizer,
+                authorization::authorize,
+            ))
+            .layer(from_fn_with_state(
+                self.authenticator,
+                authentication::authenticate,
+            ))
+            .layer(from_fn(warning::record_warnings))
+            .layer(from_fn_with_state(
+                self.request_info,
+                request_info::with_request_info,
+            ))
+            .layer(from_fn(panic::recover))
+            .layer(from_fn(audit_id::with_audit_id))
+    }
+}

@@ -1,0 +1,249 @@
+//! Serving flags, named as upstream's `SecureServingOptions`, `ServerRunOptions` and `AdmissionOptions` name them,
+//! so operators' command lines and manifests carry over.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where generated certificates go when neither `--cert-dir` nor the embedding binary says otherwise
+/// (upstream's default).
+pub const DEFAULT_CERT_DIR: &str = "apiserver.local.config/certificates";
+
+/// The serving flags. A binary flattens them into its own parser:
+///
+/// ```
+/// use clap::Parser;
+///
+/// #[derive(Parser)]
+/// struct Cli {
+///     #[command(flatten)]
+///     serving: apiserver::server::ServingOptions,
+///     /// A flag of the binary's own.
+///     #[arg(long)]
+///     data_dir: Option<std::path::PathBuf>,
+/// }
+///
+/// let cli = Cli::parse_from(["pizza", "--secure-port=0", "--enable-admission-plugins=A,B"]);
+/// assert_eq!(cli.serving.secure_port, 0);
+/// assert_eq!(cli.serving.enable_admission_plugins, ["A", "B"]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+pub struct ServingOptions {
+    /// The port on which to serve HTTPS with authentication and authorization. 0 picks a free port (the bound
+    /// address is reported when serving starts).
+    #[arg(long = "secure-port", default_value_t = 8443)]
+    pub secure_port: u16,
+
+    /// The IP address on which to listen for the --secure-port port.
+    #[arg(long = "bind-address", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    pub bind_address: IpAddr,
+
+    /// The directory where the TLS certs are located. If --tls-cert-file and --tls-private-key-file are
+    /// provided, this flag will be ignored. Defaults to `<data-dir>/certs` when the binary has a data directory,
+    /// else `apiserver.local.config/certificates`.
+    #[arg(long = "cert-dir")]
+    pub cert_dir: Option<PathBuf>,
+
+    /// File containing the default x509 Certificate for HTTPS (CA cert, if any, concatenated after server
+    /// cert). If not provided, a self-signed CA and serving certificate for localhost are generated into
+    /// --cert-dir, and reused on restart.
+    #[arg(long = "tls-cert-file", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// File containing the default x509 private key matching --tls-cert-file.
+    #[arg(long = "tls-private-key-file", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// Admission plugins that should be enabled in addition to default enabled ones (comma-delimited).
+    #[arg(long = "enable-admission-plugins", value_delimiter = ',')]
+    pub enable_admission_plugins: Vec<String>,
+
+    /// Admission plugins that should be disabled although they are in the default enabled plugins list
+    /// (comma-delimited).
+    #[arg(long = "disable-admission-plugins", value_delimiter = ',')]
+    pub disable_admission_plugins: Vec<String>,
+
+    /// Time to delay the termination. During that time the server keeps serving requests normally, but
+    /// /readyz returns failure. A Go duration: `0s`, `15s`, `1m30s`, `500ms`.
+    #[arg(long = "shutdown-delay-duration", default_value = "0s", value_parser = parse_duration)]
+    pub shutdown_delay_duration: Duration,
+
+    /// The minimum number of seconds a handler must keep a request open before timing it out. Honored by
+    /// watches, which pick a random timeout in [this, 2 × this].
+    #[arg(long = "min-request-timeout", default_value_t = 1800)]
+    pub min_request_timeout: u64,
+
+    /// The maximum number of non-mutating requests in flight at a given time; 0 means no limit.
+    #[arg(long = "max-requests-inflight", default_value_t = 400)]
+    pub max_requests_inflight: u32,
+
+    /// The maximum number of mutating requests in flight at a given time; 0 means no limit.
+    #[arg(long = "max-mutating-requests-inflight", default_value_t = 200)]
+    pub max_mutating_requests_inflight: u32,
+}
+
+impl Default for ServingOptions {
+    fn default() -> Self {
+        ServingOptions {
+            secure_port: 8443,
+            bind_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            cert_dir: None,
+            tls_cert_file: None,
+            tls_private_key_file: None,
+            enable_admission_plugins: Vec::new(),
+            disable_admission_plugins: Vec::new(),
+            shutdown_delay_duration: Duration::ZERO,
+            min_request_timeout: 1800,
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
+        }
+    }
+}
+
+impl ServingOptions {
+    /// Options for tests and embedding: loopback, a free port, certificates in `cert_dir`.
+    pub fn loopback_ephemeral(cert_dir: impl Into<PathBuf>) -> Self {
+        ServingOptions {
+            secure_port: 0,
+            cert_dir: Some(cert_dir.into()),
+            ..ServingOptions::default()
+        }
+    }
+
+    /// The certificate directory in force: `--cert-dir`, else the binary's default, else
+    /// [`DEFAULT_CERT_DIR`].
+    pub fn effective_cert_dir(&self, binary_default: Option<&Path>) -> PathBuf {
+        self.cert_dir
+            .clone()
+            .or_else(|| binary_default.map(Path::to_path_buf))
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_CERT_DIR))
+    }
+}
+
+/// Parses a Go duration (`time.ParseDuration`): an optionally signed sequence of decimal numbers with units
+/// `ns us µs ms s m h`, e.g. `300ms`, `1.5h`, `2h45m`. Negative durations are refused (as upstream validates).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let err = || format!("time: invalid duration {s:?}");
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    if rest.starts_with('-') {
+        return Err(format!("negative duration {s:?} is not allowed"));
+    }
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return Err(err());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(err)?;
+        let number: f64 = rest[..num_len].parse().map_err(|_| err())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let nanos_per_unit = match &rest[..unit_len] {
+            "ns" => 1e0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return Err(err()),
+        };
+        rest = &rest[unit_len..];
+        total += number * nanos_per_unit;
+    }
+    if !total.is_finite() || total > u64::MAX as f64 {
+        return Err(err());
+    }
+    Ok(Duration::from_nanos(total.round() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serving: ServingOptions,
+    }
+
+    #[test]
+    fn defaults_match_upstream_and_default_impl() {
+        let cli = Cli::parse_from(["x"]);
+        assert_eq!(cli.serving, ServingOptions::default());
+        assert_eq!(cli.serving.secure_port, 8443);
+        assert_eq!(cli.serving.bind_address.to_string(), "127.0.0.1");
+        assert_eq!(cli.serving.min_request_timeout, 1800);
+        assert_eq!(
+            cli.serving.effective_cert_dir(None),
+            PathBuf::from(DEFAULT_CERT_DIR)
+        );
+        assert_eq!(
+            cli.serving
+                .effective_cert_dir(Some(Path::new("/data/certs"))),
+            PathBuf::from("/data/certs")
+        );
+    }
+
+    #[test]
+    fn flags() {
+        let cli = Cli::parse_from([
+            "x",
+            "--secure-port",
+            "0",
+            "--bind-address=::1",
+            "--cert-dir=/tmp/c",
+            "--tls-cert-file=a.crt",
+            "--tls-private-key-file=a.key",
+            "--enable-admission-plugins=PizzaToppings,NamespaceLifecycle",
+            "--disable-admission-plugins",
+            "MutatingAdmissionWebhook",
+            "--shutdown-delay-duration=1m30s",
+            "--min-request-timeout=60",
+            "--max-requests-inflight=10",
+        ]);
+        let s = cli.serving;
+        assert_eq!(s.secure_port, 0);
+        assert_eq!(s.bind_address.to_string(), "::1");
+        assert_eq!(
+            s.effective_cert_dir(Some(Path::new("/ignored"))),
+            PathBuf::from("/tmp/c")
+        );
+        assert_eq!(s.tls_cert_file, Some(PathBuf::from("a.crt")));
+        assert_eq!(
+            s.enable_admission_plugins,
+            ["PizzaToppings", "NamespaceLifecycle"]
+        );
+        assert_eq!(s.disable_admission_plugins, ["MutatingAdmissionWebhook"]);
+        assert_eq!(s.shutdown_delay_duration, Duration::from_secs(90));
+        assert_eq!(s.min_request_timeout, 60);
+        assert_eq!(s.max_requests_inflight, 10);
+        // A certificate without its key is refused.
+        assert!(Cli::try_parse_from(["x", "--tls-cert-file=a.crt"]).is_err());
+    }
+
+    #[test]
+    fn go_durations() {
+        for (s, d) in [
+            ("0", Duration::ZERO),
+            ("0s", Duration::ZERO),
+            ("15s", Duration::from_secs(15)),
+            ("1m30s", Duration::from_secs(90)),
+            ("1.5h", Duration::from_secs(5400)),
+            ("300ms", Duration::from_millis(300)),
+            ("2us", Duration::from_micros(2)),
+            ("1h2m3s4ms", Duration::from_millis(3_723_004)),
+        ] {
+            assert_eq!(parse_duration(s).unwrap(), d, "{s}");
+        }
+        for bad in ["", "s", "10", "1x", "-5s", "1..5s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,579 @@
+//! The HTTPS server: bind, TLS, HTTP/1.1 and HTTP/2 on one port (hyper-util's auto connection), the filter
+//! chain around the routes, post-start hooks, and graceful shutdown.
+//!
+//! Shutdown, when a signal arrives or the caller's future completes: `/readyz` fails at once; requests are
+//! served as usual for `--shutdown-delay-duration`; then the listener closes, [`ShutdownSignal::draining`]
+//! fires so streams (watches) end, every connection is told to finish (HTTP/1.1 closes after the current
+//! response, HTTP/2 sends GOAWAY), and the server waits for in-flight requests up to the shutdown timeout.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use hyper_util::service::TowerToHyperService;
+use rustls::pki_types::CertificateDer;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
+
+use super::filters::FilterChain;
+use super::healthz::{HealthCheck, HealthEndpoint, HookStatus};
+use super::status::{method_not_allowed, not_found};
+use super::tls::{ServingCertificate, TlsError};
+use super::{ServingOptions, ShutdownSignal, VersionInfo};
+use crate::auth::{
+    AlwaysAllow, Anonymous, Authenticator, Authorizer, DEFAULT_ALWAYS_ALLOW_PATHS, PathAuthorizer,
+    PrivilegedGroups, UnionAuthenticator, UnionAuthorizer,
+};
+use crate::endpoints::RequestInfoFactory;
+
+/// How long a TLS handshake may take before the connection is dropped.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Upstream's default request timeout, used as the default bound on draining in-flight requests.
+const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(60);
+/// Upstream's `HTTP2MaxStreamsPerConnection` for aggregated servers: the aggregator multiplexes many requests
+/// over one connection.
+const HTTP2_MAX_STREAMS: u32 = 1000;
+
+/// Starting or running the server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address could not be bound.
+    #[error("failed to listen on {address}: {source}")]
+    Bind {
+        /// The address asked for.
+        address: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The serving certificate could not be loaded or generated.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The configuration is inconsistent (e.g. a bad always-allow path).
+    #[error("invalid server configuration: {0}")]
+    Config(String),
+    /// A post-start hook failed; the server shut down (upstream exits the process).
+    #[error("PostStartHook {name:?} failed: {message}")]
+    PostStartHook {
+        /// The hook.
+        name: String,
+        /// Its error.
+        message: String,
+    },
+}
+
+/// What the connection a request came on knows, in every request's extensions: for logs, and for the x509
+/// authenticator (the peer certificates).
+#[derive(Clone, Debug)]
+pub struct ConnectionInfo {
+    /// The client's address.
+    pub remote_addr: SocketAddr,
+    /// The server address the connection came in on.
+    pub local_addr: SocketAddr,
+    /// The negotiated ALPN protocol (`h2`, `http/1.1`), if any.
+    pub alpn_protocol: Option<Vec<u8>>,
+    /// The client's certificate chain, leaf first; empty when the client sent none.
+    pub peer_certificates: Vec<CertificateDer<'static>>,
+}
+
+type HookFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+type HookFn = Box<dyn FnOnce(ShutdownSignal) -> HookFuture + Send>;
+
+struct PostStartHook {
+    name: String,
+    run: HookFn,
+    status: HookStatus,
+}
+
+/// Configures a [`Server`]: options, routes, health checks, hooks, authentication and authorization.
+pub struct ServerBuilder {
+    name: String,
+    options: ServingOptions,
+    default_cert_dir: Option<PathBuf>,
+    certificate: Option<ServingCertificate>,
+    routes: Router,
+    version: VersionInfo,
+    healthz: HealthEndpoint,
+    livez: HealthEndpoint,
+    readyz: HealthEndpoint,
+    hooks: Vec<PostStartHook>,
+    authenticators: Vec<Box<dyn Authenticator>>,
+    anonymous: bool,
+    authorizer: Option<Box<dyn Authorizer>>,
+    always_allow_paths: Vec<String>,
+    shutdown_timeout: Duration,
+    request_info: RequestInfoFactory,
+    signal: ShutdownSignal,
+}
+
+impl ServerBuilder {
+    fn new(name: impl Into<String>) -> Self {
+        ServerBuilder {
+            name: name.into(),
+            options: ServingOptions::default(),
+            default_cert_dir: None,
+            certificate: None,
+            routes: Router::new(),
+            version: VersionInfo::default(),
+            healthz: HealthEndpoint::new("healthz"),
+            livez: HealthEndpoint::new("livez"),
+            readyz: HealthEndpoint::new("readyz"),
+            hooks: Vec::new(),
+            authenticators: Vec::new(),
+            anonymous: true,
+            authorizer: None,
+            always_allow_paths: DEFAULT_ALWAYS_ALLOW_PATHS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            request_info: RequestInfoFactory::default(),
+            signal: ShutdownSignal::new(),
+        }
+    }
+
+    /// The serving flags.
+    pub fn options(mut self, options: ServingOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Where to keep generated certificates when `--cert-dir` is not given (e.g. `<data-dir>/certs`).
+    pub fn default_cert_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.default_cert_dir = Some(dir.into());
+        self
+    }
+
+    /// Serves this certificate instead of the one the options name or generate.
+    pub fn certificate(mut self, certificate: ServingCertificate) -> Self {
+        self.certificate = Some(certificate);
+        self
+    }
+
+    /// Adds API routes (merged with routes added before). The server owns the fallbacks (404 and 405
+    /// `Status`), so the routers given here should not set one.
+    pub fn routes(mut self, routes: Router) -> Self {
+        self.routes = self.routes.merge(routes);
+        self
+    }
+
+    /// What `/version` reports.
+    pub fn version(mut self, version: VersionInfo) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// Adds a check to `/healthz`, `/livez` and `/readyz` (as upstream's `AddHealthChecks`).
+    pub fn health_check(mut self, check: HealthCheck) -> Self {
+        self.healthz.checks.push(check.clone());
+        self.livez.checks.push(check.clone());
+        self.readyz.checks.push(check);
+        self
+    }
+
+    /// Adds a check to `/livez` only.
+    pub fn livez_check(mut self, check: HealthCheck) -> Self {
+        self.livez.checks.push(check);
+        self
+    }
+
+    /// Adds a check to `/readyz` only (e.g. storage readiness, watch cache synced).
+    pub fn readyz_check(mut self, check: HealthCheck) -> Self {
+        self.readyz.checks.push(check);
+        self
+    }
+
+    /// Runs `hook` once the server is listening (e.g. start informers). Until it returns, the check
+    /// `poststarthook/<name>` fails on all three health paths; if it fails, the server shuts down and
+    /// [`Server::run`] returns [`ServeError::PostStartHook`]. The hook gets the shutdown signal to stop with.
+    pub fn post_start_hook<F, Fut>(mut self, name: impl Into<String>, hook: F) -> Self
+    where
+        F: FnOnce(ShutdownSignal) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        let name = name.into();
+        let status = HookStatus::default();
+        let check = status.check(&name);
+        self = self.health_check(check);
+        self.hooks.push(PostStartHook {
+            name,
+            run: Box::new(move |signal| Box::pin(hook(signal))),
+            status,
+        });
+        self
+    }
+
+    /// Adds an authenticator, tried in the order added, before the anonymous fallback.
+    pub fn authenticator(mut self, authenticator: impl Authenticator) -> Self {
+        self.authenticators.push(Box::new(authenticator));
+        self
+    }
+
+    /// Whether requests no authenticator claims are `system:anonymous` (default) or refused with 401.
+    pub fn anonymous(mut self, enabled: bool) -> Self {
+        self.anonymous = enabled;
+        self
+    }
+
+    /// The authorizer asked after the always-allow paths and `system:masters` (default [`AlwaysAllow`]).
+    pub fn authorizer(mut self, authorizer: impl Authorizer) -> Self {
+        self.authorizer = Some(Box::new(authorizer));
+        self
+    }
+
+    /// Replaces the paths anyone may read without asking the authorizer
+    /// ([`DEFAULT_ALWAYS_ALLOW_PATHS`]; a trailing `*` matches a prefix).
+    pub fn always_allow_paths(mut self, paths: Vec<String>) -> Self {
+        self.always_allow_paths = paths;
+        self
+    }
+
+    /// How long draining waits for in-flight requests before giving up on them (default 60 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// The server's shutdown signal, available before binding so that routes and hooks can hold it.
+    pub fn shutdown_signal(&self) -> ShutdownSignal {
+        self.signal.clone()
+    }
+
+    /// Loads or generates the certificate, assembles the handler chain and binds the listener.
+    pub async fn bind(self) -> Result<Server, ServeError> {
+        let certificate = match self.certificate {
+            Some(c) => c,
+            None => {
+                let options = self.options.clone();
+                let default_dir = self.default_cert_dir.clone();
+                tokio::task::spawn_blocking(move || {
+                    ServingCertificate::from_options(&options, default_dir.as_deref())
+                })
+                .await
+                .map_err(|e| ServeError::Config(format!("certificate task failed: {e}")))??
+            }
+        };
+        let tls = certificate.server_config()?;
+
+        let mut authenticator = UnionAuthenticator::new();
+        for a in self.authenticators {
+            authenticator = authenticator.with_boxed(a);
+        }
+        if self.anonymous {
+            authenticator = authenticator.with(Anonymous);
+        }
+        let paths =
+            PathAuthorizer::new(&self.always_allow_paths).map_err(|e| ServeError::Config(e.0))?;
+        let authorizer = UnionAuthorizer::new()
+            .with(paths)
+            .with(PrivilegedGroups::default())
+            .with_boxed(self.authorizer.unwrap_or_else(|| Box::new(AlwaysAllow)));
+
+        let mut readyz = self.readyz;
+        readyz
+            .checks
+            .push(HealthCheck::shutdown(self.signal.clone()));
+        let version = self.version;
+        let app = Router::new()
+            .merge(self.healthz.router())
+            .merge(self.livez.router())
+            .merge(readyz.router())
+            .route(
+                "/version",
+                get(move || std::future::ready(version.response())),
+            )
+            .merge(self.routes)
+            .fallback(|| std::future::ready(not_found()))
+            .method_not_allowed_fallback(|| std::future::ready(method_not_allowed()));
+        let app = FilterChain {
+            request_info: Arc::new(self.request_info),
+            authenticator: Arc::new(authenticator),
+            authorizer: Arc::new(authorizer),
+        }
+        .apply(app);
+
+        let address = SocketAddr::new(self.options.bind_address, self.options.secure_port);
+        let listener = TcpListener::bind(address)
+            .await
+            .map_err(|source| ServeError::Bind { address, source })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| ServeError::Bind { address, source })?;
+        tracing::info!(name = %self.name, address = %local_addr, "serving securely");
+
+        Ok(Server {
+            name: self.name,
+            options: self.options,
+            listener,
+            local_addr,
+            tls: TlsAcceptor::from(tls),
+            certificate,
+            app,
+            hooks: self.hooks,
+            shutdown_timeout: self.shutdown_timeout,
+            signal: self.signal,
+        })
+    }
+}
+
+/// A bound server, ready to [`run`](Server::run).
+pub struct Server {
+    name: String,
+    options: ServingOptions,
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    tls: TlsAcceptor,
+    certificate: ServingCertificate,
+    app: Router,
+    hooks: Vec<PostStartHook>,
+    shutdown_timeout: Duration,
+    signal: ShutdownSignal,
+}
+
+impl Server {
+    /// Starts configuring a server; `name` appears in logs.
+    pub fn builder(name: impl Into<String>) -> ServerBuilder {
+        ServerBuilder::new(name)
+    }
+
+    /// The address actually bound (the port is known here when `--secure-port=0`).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The PEM of the CA that signed a generated serving certificate, for a kubeconfig's
+    /// `certificate-authority-data` or an `APIService`'s `caBundle`. `None` with `--tls-cert-file`.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.certificate.ca_pem.as_deref()
+    }
+
+    /// The serving certificate in use.
+    pub fn certificate(&self) -> &ServingCertificate {
+        &self.certificate
+    }
+
+    /// The options the server was built with (handlers need e.g. `min_request_timeout`).
+    pub fn options(&self) -> &ServingOptions {
+        &self.options
+    }
+
+    /// The shutdown signal: trigger it with [`ShutdownSignal::initiate`], or select on it.
+    pub fn shutdown_signal(&self) -> ShutdownSignal {
+        self.signal.clone()
+    }
+
+    /// The whole handler (filter chain, health, version, routes) without TLS or a listener, for in-process
+    /// tests with `tower::ServiceExt::oneshot`.
+    pub fn handler(&self) -> Router {
+        self.app.clone()
+    }
+
+    /// Serves until SIGINT or SIGTERM, then shuts down gracefully. A second signal exits the process at once,
+    /// as upstream does.
+    pub async fn run_until_signal(self) -> Result<(), ServeError> {
+        self.run(async {
+            wait_for_signal().await;
+            tracing::info!("received a termination signal, shutting down");
+            tokio::spawn(async {
+                wait_for_signal().await;
+                tracing::error!("received a second termination signal, exiting");
+                std::process::exit(1);
+            });
+        })
+        .await
+    }
+
+    /// Serves until `shutdown` completes or the shutdown signal is initiated, then shuts down gracefully
+    /// and returns once connections have drained (or the shutdown timeout passed).
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServeError> {
+        let Server {
+            name,
+            options,
+            listener,
+            local_addr,
+            tls,
+            app,
+            hooks,
+            shutdown_timeout,
+            signal,
+            ..
+        } = self;
+
+        let fatal: Arc<Mutex<Option<ServeError>>> = Arc::default();
+        for hook in hooks {
+            let signal = signal.clone();
+            let fatal = fatal.clone();
+            tokio::spawn(async move {
+                let result = (hook.run)(signal.clone()).await;
+                hook.status.finish(result.clone());
+                if let Err(message) = result {
+                    tracing::error!(hook = %hook.name, "post-start hook failed: {message}");
+                    if let Ok(mut f) = fatal.lock() {
+                        f.get_or_insert(ServeError::PostStartHook {
+                            name: hook.name,
+                            message,
+                        });
+                    }
+                    signal.initiate();
+                }
+            });
+        }
+
+        let delay = options.shutdown_delay_duration;
+        let initiated = signal.initiated();
+        let stop = async {
+            tokio::select! {
+                _ = shutdown => {}
+                _ = initiated => {}
+            }
+            signal.initiate();
+            tracing::info!(name = %name, ?delay, "shutdown initiated, /readyz now fails");
+            tokio::time::sleep(delay).await;
+        };
+        tokio::pin!(stop);
+
+        let graceful = GracefulShutdown::new();
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut stop => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, remote_addr)) => {
+                        tokio::spawn(serve_connection(
+                            stream,
+                            remote_addr,
+                            local_addr,
+                            tls.clone(),
+                            app.clone(),
+                            signal.clone(),
+                            graceful.watcher(),
+                        ));
+                    }
+                    Err(e) => {
+                        // Usually out of file descriptors: back off instead of spinning.
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+            }
+        }
+
+        drop(listener);
+        signal.start_draining();
+        tracing::info!(name = %name, open_connections = graceful.count(), "draining connections");
+        if tokio::time::timeout(shutdown_timeout, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                ?shutdown_timeout,
+                "connections still open after the shutdown timeout"
+            );
+        }
+        tracing::info!(name = %name, "server stopped");
+
+        let fatal = fatal.lock().ok().and_then(|mut f| f.take());
+        match fatal {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    remote_addr: SocketAddr,
+    local_addr: SocketAddr,
+    tls: TlsAcceptor,
+    app: Router,
+    signal: ShutdownSignal,
+    watcher: Watcher,
+) {
+    let _ = stream.set_nodelay(true);
+    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            tracing::debug!(%remote_addr, "TLS handshake failed: {e}");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%remote_addr, "TLS handshake timed out");
+            return;
+        }
+    };
+    if signal.is_draining() {
+        return;
+    }
+    let (_, session) = stream.get_ref();
+    let info = ConnectionInfo {
+        remote_addr,
+        local_addr,
+        alpn_protocol: session.alpn_protocol().map(<[u8]>::to_vec),
+        peer_certificates: session
+            .peer_certificates()
+            .map(|certs| certs.iter().map(|c| c.clone().into_owned()).collect())
+            .unwrap_or_default(),
+    };
+    let service = app.map_request(move |mut request: http::Request<Incoming>| {
+        request.extensions_mut().insert(info.clone());
+        request.extensions_mut().insert(signal.clone());
+        request
+    });
+
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new());
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(HTTP2_MAX_STREAMS);
+    let connection = builder
+        .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+    if let Err(e) = watcher.watch(connection.into_owned()).await {
+        tracing::debug!(%remote_addr, "connection ended with an error: {e}");
+    }
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() {
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ShutdownSignal {
+    type Rejection = axum::response::Response;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<ShutdownSignal>()
+            .cloned()
+            .ok_or_else(|| super::status::internal_error("no shutdown signal found for request"))
+    }
+}

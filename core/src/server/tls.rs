@@ -1,0 +1,329 @@
+//! The serving certificate: given by flags, or generated once (a self-signed CA plus a serving certificate for
+//! `localhost`, `127.0.0.1` and `::1`) and reused on every restart so that kubeconfigs and `APIService`
+//! `caBundle`s written earlier keep working.
+//!
+//! rustls with the `ring` provider throughout; ALPN offers `h2` and `http/1.1`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::ServerCertVerifier;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{RootCertStore, ServerConfig};
+
+use super::ServingOptions;
+
+/// The serving certificate file name in the certificate directory (chain: serving certificate, then CA).
+pub const CERT_FILE: &str = "apiserver.crt";
+/// The serving key file name in the certificate directory.
+pub const KEY_FILE: &str = "apiserver.key";
+/// The CA certificate file name in the certificate directory, for clients to trust.
+pub const CA_FILE: &str = "ca.crt";
+
+/// The names a generated serving certificate is valid for.
+pub const GENERATED_NAMES: &[&str] = &["localhost", "127.0.0.1", "::1"];
+
+/// How long generated certificates are valid (upstream: one year).
+const GENERATED_VALIDITY: time::Duration = time::Duration::days(365);
+
+/// Loading, generating or using a certificate failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// Reading or writing a certificate file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A file did not hold what it should (no certificate, no key, bad PEM).
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// Certificate generation failed.
+    #[error("generating a self-signed certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// rustls refused the certificate and key.
+    #[error("TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// The certificate and key the server presents, and (when generated) the CA that clients should trust.
+#[derive(Debug)]
+pub struct ServingCertificate {
+    /// The chain, serving certificate first.
+    pub chain: Vec<CertificateDer<'static>>,
+    /// The private key of the serving certificate.
+    pub key: PrivateKeyDer<'static>,
+    /// The PEM of the CA that signed a generated certificate, for kubeconfigs and `APIService.caBundle`.
+    /// `None` when the certificate came from `--tls-cert-file`.
+    pub ca_pem: Option<String>,
+    /// Where the certificate was read from or written to.
+    pub cert_file: PathBuf,
+    /// Whether this run generated the files (false when they were given or reused).
+    pub generated: bool,
+}
+
+impl ServingCertificate {
+    /// Loads `--tls-cert-file`/`--tls-private-key-file`, or reuses or generates certificates in the certificate
+    /// directory (`--cert-dir`, else `default_cert_dir`, else upstream's default).
+    pub fn from_options(
+        options: &ServingOptions,
+        default_cert_dir: Option<&Path>,
+    ) -> Result<Self, TlsError> {
+        match (&options.tls_cert_file, &options.tls_private_key_file) {
+            (Some(cert), Some(key)) => Self::load(cert, key, None),
+            _ => Self::load_or_generate(&options.effective_cert_dir(default_cert_dir)),
+        }
+    }
+
+    /// Reads a PEM chain and key (and optionally a CA PEM file).
+    pub fn load(
+        cert_file: &Path,
+        key_file: &Path,
+        ca_file: Option<&Path>,
+    ) -> Result<Self, TlsError> {
+        let chain = read_certs(cert_file)?;
+        let key = PrivateKeyDer::from_pem_file(key_file).map_err(|e| TlsError::Invalid {
+            path: key_file.to_path_buf(),
+            message: format!("no usable private key: {e}"),
+        })?;
+        let ca_pem = match ca_file {
+            Some(path) => Some(read_string(path)?),
+            None => None,
+        };
+        Ok(ServingCertificate {
+            chain,
+            key,
+            ca_pem,
+            cert_file: cert_file.to_path_buf(),
+            generated: false,
+        })
+    }
+
+    /// Reuses `apiserver.crt`, `apiserver.key` and `ca.crt` in `dir` when they are present and valid (the chain
+    /// verifies against the CA for every generated name, now, and the key matches); otherwise generates new ones
+    /// and writes them (key files mode 0600).
+    pub fn load_or_generate(dir: &Path) -> Result<Self, TlsError> {
+        let (cert_file, key_file, ca_file) =
+            (dir.join(CERT_FILE), dir.join(KEY_FILE), dir.join(CA_FILE));
+        if cert_file.exists() && key_file.exists() && ca_file.exists() {
+            match Self::load(&cert_file, &key_file, Some(&ca_file))
+                .and_then(|c| c.verify().map(|()| c))
+            {
+                Ok(existing) => return Ok(existing),
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), "regenerating serving certificates: {e}")
+                }
+            }
+        }
+        let generated = generate()?;
+        std::fs::create_dir_all(dir).map_err(|source| TlsError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        write_file(&ca_file, generated.ca_pem.as_bytes(), false)?;
+        write_file(&key_file, generated.key_pem.as_bytes(), true)?;
+        write_file(
+            &cert_file,
+            format!("{}{}", generated.cert_pem, generated.ca_pem).as_bytes(),
+            false,
+        )?;
+        let mut cert = Self::load(&cert_file, &key_file, Some(&ca_file))?;
+        cert.generated = true;
+        Ok(cert)
+    }
+
+    /// Checks that the chain verifies against the CA for all generated names at this moment, and that the key
+    /// belongs to the certificate.
+    fn verify(&self) -> Result<(), TlsError> {
+        let invalid = |message: String| TlsError::Invalid {
+            path: self.cert_file.clone(),
+            message,
+        };
+        let ca_pem = self.ca_pem.as_deref().unwrap_or_default();
+        let mut roots = RootCertStore::empty();
+        for ca in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+            roots
+                .add(ca.map_err(|e| invalid(format!("bad CA: {e}")))?)
+                .map_err(|e| invalid(format!("bad CA: {e}")))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .map_err(|e| invalid(e.to_string()))?;
+        let (leaf, intermediates) = self
+            .chain
+            .split_first()
+            .ok_or_else(|| invalid("no certificate".into()))?;
+        for name in GENERATED_NAMES {
+            let server_name = ServerName::try_from(*name).map_err(|e| invalid(e.to_string()))?;
+            verifier
+                .verify_server_cert(leaf, intermediates, &server_name, &[], UnixTime::now())
+                .map_err(|e| invalid(format!("not valid for {name}: {e}")))?;
+        }
+        let signing_key = provider
+            .key_provider
+            .load_private_key(self.key.clone_key())
+            .map_err(|e| invalid(e.to_string()))?;
+        rustls::sign::CertifiedKey::new(self.chain.clone(), signing_key)
+            .keys_match()
+            .map_err(|e| invalid(format!("key does not match certificate: {e}")))
+    }
+
+    /// The rustls server configuration: this certificate, the `ring` provider, ALPN `h2` then `http/1.1`.
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        let mut config =
+            ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()?
+                .with_no_client_auth()
+                .with_single_cert(self.chain.clone(), self.key.clone_key())?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+struct Generated {
+    ca_pem: String,
+    cert_pem: String,
+    key_pem: String,
+}
+
+/// A CA (`localhost-ca@<unix time>`) and a serving certificate (`localhost@<unix time>`) it signs, as upstream's
+/// `GenerateSelfSignedCertKey` names them.
+fn generate() -> Result<Generated, TlsError> {
+    let now = time::OffsetDateTime::now_utc();
+    let stamp = now.unix_timestamp();
+    let not_before = now - time::Duration::hours(1);
+    let not_after = now + GENERATED_VALIDITY;
+
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.distinguished_name = DistinguishedName::new();
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, format!("localhost-ca@{stamp}"));
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::CrlSign,
+    ];
+    ca_params.not_before = not_before;
+    ca_params.not_after = not_after;
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(
+        GENERATED_NAMES
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>(),
+    )?;
+    params.distinguished_name = DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, format!("localhost@{stamp}"));
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = not_before;
+    params.not_after = not_after;
+    let cert = params.signed_by(&key, &issuer)?;
+
+    Ok(Generated {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+fn read_string(path: &Path) -> Result<String, TlsError> {
+    std::fs::read_to_string(path).map_err(|source| TlsError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = read_string(path)?;
+    let chain = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::Invalid {
+            path: path.to_path_buf(),
+            message: format!("bad PEM: {e}"),
+        })?;
+    if chain.is_empty() {
+        return Err(TlsError::Invalid {
+            path: path.to_path_buf(),
+            message: "no certificate found".into(),
+        });
+    }
+    Ok(chain)
+}
+
+fn write_file(path: &Path, contents: &[u8], private: bool) -> Result<(), TlsError> {
+    use std::io::Write;
+    let io = |source| TlsError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(if private { 0o600 } else { 0o644 });
+    }
+    #[cfg(not(unix))]
+    let _ = private;
+    let mut file = options.open(path).map_err(io)?;
+    file.write_all(contents).map_err(io)?;
+    file.sync_all().map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generates_then_reuses_then_regenerates_when_broken() {
+        let dir = std::env::temp_dir().join(format!("apiserver-tls-{}", uuid::Uuid::new_v4()));
+        let first = ServingCertificate::load_or_generate(&dir).unwrap();
+        assert!(first.generated);
+        assert_eq!(first.chain.len(), 2);
+        first.verify().unwrap();
+        let bytes = std::fs::read(dir.join(CERT_FILE)).unwrap();
+
+        let second = ServingCertificate::load_or_generate(&dir).unwrap();
+        assert!(!second.generated);
+        assert_eq!(std::fs::read(dir.join(CERT_FILE)).unwrap(), bytes);
+        assert_eq!(second.ca_pem, first.ca_pem);
+
+        // A CA that did not sign the certificate: regenerate.
+        let other = generate().unwrap();
+        std::fs::write(dir.join(CA_FILE), other.ca_pem).unwrap();
+        let third = ServingCertificate::load_or_generate(&dir).unwrap();
+        assert!(third.generated);
+        assert_ne!(std::fs::read(dir.join(CERT_FILE)).unwrap(), bytes);
+        third.server_config().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

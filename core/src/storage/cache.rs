@@ -1,0 +1,880 @@
+//! The watch cache (upstream `storage/cacher`): one backend watch per resource feeds an in-memory copy of the
+//! resource's current objects and a bounded history of changes. Watches, reads with a resourceVersion and
+//! consistent lists are served from memory; writes go to the backend and come back through the watch.
+//!
+//! [`WatchCache`] is itself a [`Storage`], so it sits between the registry and any backend and passes the same
+//! conformance suite. It keeps stored bytes (never decoded objects); each change is shared by every watcher.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::{
+    Change, EventType, GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Predicate,
+    Stats, Storage, StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent,
+    WatchOptions, WatchStream, encode_continue, plan_list,
+};
+
+/// Tuning of a [`WatchCache`].
+#[derive(Clone, Debug)]
+pub struct CacheConfig {
+    /// Changes kept for watches that start from a past resourceVersion; older starts get 410.
+    pub history: usize,
+    /// Events buffered per watcher; a watcher that falls further behind is cut off (it re-watches).
+    pub watcher_buffer: usize,
+    /// How often watchers that accept bookmarks get one (upstream: every minute).
+    pub bookmark_interval: Duration,
+    /// How long a read waits for the cache to reach a resourceVersion before answering from the backend or failing.
+    pub fresh_timeout: Duration,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            history: 10_000,
+            watcher_buffer: 1_000,
+            bookmark_interval: Duration::from_secs(60),
+            fresh_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+enum Message {
+    Change(Arc<Change>),
+    Bookmark(u64),
+    /// The cache lost its backend watch and relisted: the watcher must start again.
+    Reset,
+}
+
+struct Watcher {
+    range: KeyRange,
+    bookmarks: bool,
+    /// Wants a bookmark whenever progress is requested.
+    progress: bool,
+    tx: mpsc::Sender<Message>,
+    overflowed: Arc<AtomicBool>,
+}
+
+#[derive(Default)]
+struct State {
+    ready: bool,
+    /// The cache holds every change up to and including this revision.
+    revision: u64,
+    objects: BTreeMap<String, StoredObject>,
+    history: VecDeque<Arc<Change>>,
+    /// Every change after this revision is in `history`.
+    history_start: u64,
+    watchers: Vec<Watcher>,
+}
+
+impl State {
+    fn send(&mut self, message: impl Fn() -> Message, filter: impl Fn(&Watcher) -> bool) {
+        self.watchers.retain(|w| {
+            if !filter(w) {
+                return !w.tx.is_closed();
+            }
+            match w.tx.try_send(message()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    w.overflowed.store(true, Ordering::Release);
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
+        });
+    }
+}
+
+struct Shared {
+    inner: Arc<dyn Storage>,
+    range: KeyRange,
+    config: CacheConfig,
+    state: Mutex<State>,
+    /// The cache's revision, for readers waiting until it is fresh enough.
+    revision: watch::Sender<u64>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A [`Storage`] that serves one resource's reads and watches from memory, fed by a single watch on `inner`.
+/// Keys outside the resource's prefix go straight to `inner`.
+pub struct WatchCache {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for WatchCache {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl WatchCache {
+    /// Caches every key under `prefix` (e.g. `/registry/<group>/pizzas`) of `inner`. Must be called within a tokio
+    /// runtime; the cache fills in the background and reads wait for it (or use `inner`) until it is ready.
+    pub fn new(
+        inner: Arc<dyn Storage>,
+        prefix: &str,
+        config: CacheConfig,
+    ) -> Result<Self, StorageError> {
+        let range = KeyRange::new(prefix, true)?;
+        let (revision, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            inner,
+            range,
+            config,
+            state: Mutex::new(State::default()),
+            revision,
+        });
+        let feed = tokio::spawn(feed(shared.clone()));
+        let bookmarks = tokio::spawn(bookmarks(shared.clone()));
+        Ok(WatchCache {
+            shared,
+            tasks: vec![feed, bookmarks],
+        })
+    }
+
+    /// Whether the initial list has been loaded.
+    pub fn is_ready(&self) -> bool {
+        self.shared.lock().ready
+    }
+
+    fn covers(&self, key: &str) -> bool {
+        self.shared.range.contains(key) || format!("{key}/") == self.shared.range.as_str()
+    }
+
+    /// Waits until the cache holds revision `revision` (and is ready). Before giving up it asks the backend for a
+    /// progress bookmark, which moves the cache forward when the writes were to other resources.
+    async fn wait_fresh(&self, revision: u64) -> bool {
+        let mut rx = self.shared.revision.subscribe();
+        let ready = |s: &Shared| {
+            let st = s.lock();
+            st.ready && st.revision >= revision
+        };
+        if ready(&self.shared) {
+            return true;
+        }
+        // Without reliable progress, waiting could only be ended by a progress claim memory cannot trust.
+        if !self.shared.inner.reliable_progress() {
+            return false;
+        }
+        let _ = self.shared.inner.request_watch_progress().await;
+        let deadline = tokio::time::Instant::now() + self.shared.config.fresh_timeout;
+        loop {
+            if ready(&self.shared) {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return ready(&self.shared),
+            }
+        }
+    }
+
+    fn current_revision_cached(&self) -> u64 {
+        self.shared.lock().revision
+    }
+
+    /// Registers a watcher atomically with the snapshot or history it starts from; `None` when the start is older
+    /// than memory's history.
+    fn register(
+        &self,
+        range: KeyRange,
+        opts: &WatchOptions,
+        rv: u64,
+        initial_events: bool,
+    ) -> Option<CachedWatch> {
+        let (tx, rx) = mpsc::channel(self.shared.config.watcher_buffer);
+        let overflowed = Arc::new(AtomicBool::new(false));
+        let mut pending = VecDeque::new();
+        let mut st = self.shared.lock();
+        if initial_events {
+            let start = range.as_str().to_string();
+            for (_, object) in st
+                .objects
+                .range::<str, _>((Bound::Included(start.as_str()), Bound::Unbounded))
+                .take_while(|(k, _)| range.contains(k))
+            {
+                if selected(&opts.predicate, &object.value) {
+                    pending.push_back(WatchEvent::object(EventType::Added, object.clone(), None));
+                }
+            }
+            if opts.send_initial_events == Some(true) && opts.allow_watch_bookmarks {
+                pending.push_back(WatchEvent::bookmark(st.revision, true));
+            }
+        } else if rv != 0 {
+            if rv < st.history_start {
+                return None;
+            }
+            for change in st
+                .history
+                .iter()
+                .filter(|c| c.revision > rv && range.contains(&c.key))
+            {
+                if let Some(event) = change.event_for(&opts.predicate) {
+                    pending.push_back(event);
+                }
+            }
+        }
+        let after = st.revision;
+        st.watchers.push(Watcher {
+            range,
+            bookmarks: opts.allow_watch_bookmarks,
+            progress: opts.progress_notify,
+            tx,
+            overflowed: overflowed.clone(),
+        });
+        Some(CachedWatch {
+            pending,
+            rx,
+            overflowed,
+            predicate: opts.predicate.clone(),
+            after,
+            done: false,
+        })
+    }
+
+    /// Serves a list from memory at the cache's revision.
+    fn list_cached(&self, key: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
+        let plan = plan_list(key, opts)?;
+        let st = self.shared.lock();
+        let range = &plan.range;
+        let start = range.as_str().to_string();
+        let mut live = st
+            .objects
+            .range::<str, _>((Bound::Included(start.as_str()), Bound::Unbounded))
+            .take_while(|(k, _)| range.contains(k))
+            .map(|(_, o)| o);
+        let limit = usize::try_from(opts.limit).unwrap_or(usize::MAX);
+        let mut items = Vec::new();
+        let mut last_key: Option<&str> = None;
+        let mut has_more = false;
+        for object in live.by_ref() {
+            if limit > 0 && items.len() >= limit {
+                has_more = true;
+                break;
+            }
+            last_key = Some(&object.key);
+            if opts.predicate.matches(&object.value)? {
+                items.push(object.clone());
+            }
+        }
+        let mut result = ListResult {
+            items,
+            revision: st.revision,
+            continue_token: None,
+            remaining_item_count: None,
+        };
+        if has_more && let Some(last) = last_key {
+            let next = format!("{last}\0");
+            result.continue_token =
+                Some(encode_continue(&next, range.as_str(), st.revision as i64)?);
+            if opts.predicate.is_everything() {
+                result.remaining_item_count = Some(1 + live.count() as i64);
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// Loads the resource from the backend, then follows its watch; relists when the watch breaks.
+async fn feed(shared: Arc<Shared>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match load(&shared).await {
+            Ok(revision) => {
+                backoff = Duration::from_millis(100);
+                follow(&shared, revision).await;
+            }
+            Err(err) => {
+                tracing::warn!(prefix = shared.range.as_str(), %err, "watch cache: initial list failed")
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Lists every object at one revision and makes it the cache's content.
+async fn load(shared: &Shared) -> Result<u64, StorageError> {
+    let mut objects = BTreeMap::new();
+    let mut continue_token = None;
+    let revision = loop {
+        let page = shared
+            .inner
+            .list(
+                shared.range.as_str(),
+                &ListOptions {
+                    recursive: true,
+                    limit: 10_000,
+                    continue_token,
+                    ..ListOptions::default()
+                },
+            )
+            .await?;
+        for object in page.items {
+            objects.insert(object.key.clone(), object);
+        }
+        match page.continue_token {
+            Some(token) => continue_token = Some(token),
+            None => break page.revision,
+        }
+    };
+    let mut st = shared.lock();
+    if st.ready {
+        // Watchers may have missed changes between the broken watch and this list.
+        st.send(|| Message::Reset, |_| true);
+        st.watchers.clear();
+    }
+    st.history.clear();
+    if revision == 0 {
+        // A backend that has never been written to: "from revision 0" would mean "from now" and lose writes made
+        // since the list, so `follow` loads through the watch's initial events instead.
+        st.ready = false;
+        st.objects.clear();
+        return Ok(0);
+    }
+    st.objects = objects;
+    st.history_start = revision;
+    st.revision = revision;
+    st.ready = true;
+    drop(st);
+    shared.revision.send_replace(revision);
+    Ok(revision)
+}
+
+/// Applies the backend's events after `revision` until its watch ends. From revision 0 it first takes the
+/// backend's initial events as the cache's content, up to the bookmark that ends them.
+async fn follow(shared: &Shared, revision: u64) {
+    let initial = revision == 0;
+    let opts = WatchOptions {
+        resource_version: Some(revision),
+        recursive: true,
+        send_initial_events: Some(initial),
+        allow_watch_bookmarks: true,
+        // Bookmarks move memory's revision forward, which only a backend with reliable progress may do.
+        progress_notify: shared.inner.reliable_progress(),
+        ..WatchOptions::default()
+    };
+    let mut events = match shared.inner.watch(shared.range.as_str(), &opts).await {
+        Ok(events) => events,
+        Err(err) => {
+            tracing::warn!(prefix = shared.range.as_str(), %err, "watch cache: backend watch failed");
+            return;
+        }
+    };
+    let mut loading = initial;
+    while let Some(event) = events.next().await {
+        match event.event_type {
+            EventType::Error => {
+                tracing::info!(prefix = shared.range.as_str(), err = ?event.error, "watch cache: relisting");
+                return;
+            }
+            EventType::Added if loading => {
+                shared
+                    .lock()
+                    .objects
+                    .insert(event.key.clone(), event.stored_object());
+            }
+            EventType::Bookmark if loading => {
+                if event.initial_events_end {
+                    loading = false;
+                    let mut st = shared.lock();
+                    st.revision = event.revision;
+                    st.history_start = event.revision;
+                    st.ready = true;
+                    drop(st);
+                    shared.revision.send_replace(event.revision);
+                }
+            }
+            EventType::Bookmark => {
+                let mut st = shared.lock();
+                if event.revision > st.revision && shared.inner.reliable_progress() {
+                    st.revision = event.revision;
+                    drop(st);
+                    shared.revision.send_replace(event.revision);
+                }
+            }
+            kind => apply(shared, kind, event),
+        }
+    }
+}
+
+fn apply(shared: &Shared, kind: EventType, event: WatchEvent) {
+    let mut st = shared.lock();
+    if event.revision <= st.revision {
+        return;
+    }
+    let prev = st
+        .objects
+        .get(&event.key)
+        .map(|o| o.value.clone())
+        .or(event.prev_value);
+    let value = match kind {
+        EventType::Deleted => {
+            st.objects.remove(&event.key);
+            None
+        }
+        _ => {
+            let object = StoredObject {
+                key: event.key.clone(),
+                value: event.value,
+                revision: event.revision,
+            };
+            let value = object.value.clone();
+            st.objects.insert(event.key.clone(), object);
+            Some(value)
+        }
+    };
+    let change = Arc::new(Change {
+        key: event.key,
+        value,
+        prev,
+        revision: event.revision,
+    });
+    st.revision = event.revision;
+    st.history.push_back(change.clone());
+    while st.history.len() > shared.config.history {
+        if let Some(dropped) = st.history.pop_front() {
+            st.history_start = dropped.revision;
+        }
+    }
+    st.send(
+        || Message::Change(change.clone()),
+        |w| w.range.contains(&change.key),
+    );
+    drop(st);
+    shared.revision.send_replace(event.revision);
+}
+
+/// Sends every watcher that accepts bookmarks one at the cache's revision, periodically.
+async fn bookmarks(shared: Arc<Shared>) {
+    let mut ticker = tokio::time::interval(shared.config.bookmark_interval);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let mut st = shared.lock();
+        let revision = st.revision;
+        st.send(|| Message::Bookmark(revision), |w| w.bookmarks);
+    }
+}
+
+/// The state of one watch served from the cache.
+struct CachedWatch {
+    pending: VecDeque<WatchEvent>,
+    rx: mpsc::Receiver<Message>,
+    overflowed: Arc<AtomicBool>,
+    predicate: Predicate,
+    after: u64,
+    done: bool,
+}
+
+impl CachedWatch {
+    async fn next(&mut self) -> Option<WatchEvent> {
+        if let Some(event) = self.pending.pop_front() {
+            return Some(event);
+        }
+        if self.done {
+            return None;
+        }
+        loop {
+            match self.rx.recv().await {
+                Some(Message::Change(change)) => {
+                    if change.revision <= self.after {
+                        continue;
+                    }
+                    self.after = change.revision;
+                    if let Some(event) = change.event_for(&self.predicate) {
+                        return Some(event);
+                    }
+                }
+                Some(Message::Bookmark(revision)) => {
+                    if revision >= self.after {
+                        return Some(WatchEvent::bookmark(revision, false));
+                    }
+                }
+                Some(Message::Reset) => {
+                    self.done = true;
+                    return Some(WatchEvent::error(StorageError::watch_expired()));
+                }
+                None => {
+                    self.done = true;
+                    if self.overflowed.load(Ordering::Acquire) {
+                        return Some(WatchEvent::error(StorageError::Internal(
+                            "watch terminated: the watcher fell too far behind".into(),
+                        )));
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+fn selected(predicate: &Predicate, value: &[u8]) -> bool {
+    predicate.matches(value).unwrap_or(false)
+}
+
+#[async_trait]
+impl Storage for WatchCache {
+    async fn create(&self, key: &str, value: Bytes) -> Result<StoredObject, StorageError> {
+        self.shared.inner.create(key, value).await
+    }
+
+    async fn get(&self, key: &str, opts: &GetOptions) -> Result<StoredObject, StorageError> {
+        // Without a resourceVersion (or 0) a read must see every acknowledged write: the backend answers.
+        let Some(revision) = opts
+            .resource_version
+            .filter(|rv| *rv > 0 && self.covers(key))
+        else {
+            return self.shared.inner.get(key, opts).await;
+        };
+        if !self.wait_fresh(revision).await {
+            return self.shared.inner.get(key, opts).await;
+        }
+        let st = self.shared.lock();
+        match st.objects.get(key) {
+            Some(object) => Ok(object.clone()),
+            None => Err(StorageError::KeyNotFound {
+                key: key.to_string(),
+                revision: st.revision,
+            }),
+        }
+    }
+
+    async fn list(&self, key: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
+        let continuing = opts
+            .continue_token
+            .as_deref()
+            .is_some_and(|t| !t.is_empty());
+        if !self.covers(key) || continuing || !opts.recursive {
+            // Later pages are read at the first page's revision, which only the backend keeps.
+            return self.shared.inner.list(key, opts).await;
+        }
+        let plan = plan_list(key, opts)?;
+        if plan.read_revision.is_some() {
+            // The state exactly at a revision (and its compaction check) only the backend has.
+            return self.shared.inner.list(key, opts).await;
+        }
+        // Memory must have caught up with the backend (a consistent list, reading our own writes) and with any
+        // "not older than" bound (which may be ahead of the backend: then the backend answers 504). Without
+        // reliable progress memory cannot prove it caught up: consistent lists go to the backend.
+        let wanted = if self.shared.inner.reliable_progress() {
+            let current = self.shared.inner.current_revision().await?;
+            plan.min_revision.unwrap_or(0).max(current)
+        } else if opts.resource_version.is_none() {
+            return self.shared.inner.list(key, opts).await;
+        } else {
+            plan.min_revision.unwrap_or(0)
+        };
+        if !self.wait_fresh(wanted).await {
+            return self.shared.inner.list(key, opts).await;
+        }
+        self.list_cached(key, opts)
+    }
+
+    async fn guaranteed_update(
+        &self,
+        key: &str,
+        ignore_not_found: bool,
+        preconditions: Option<&Preconditions>,
+        try_update: &mut dyn TryUpdate,
+        cached_existing: Option<StoredObject>,
+    ) -> Result<StoredObject, StorageError> {
+        let suggestion = cached_existing.or_else(|| self.shared.lock().objects.get(key).cloned());
+        self.shared
+            .inner
+            .guaranteed_update(key, ignore_not_found, preconditions, try_update, suggestion)
+            .await
+    }
+
+    async fn delete(
+        &self,
+        key: &str,
+        preconditions: Option<&Preconditions>,
+        validate_deletion: &mut dyn ValidateDeletion,
+        cached_existing: Option<StoredObject>,
+    ) -> Result<StoredObject, StorageError> {
+        let suggestion = cached_existing.or_else(|| self.shared.lock().objects.get(key).cloned());
+        self.shared
+            .inner
+            .delete(key, preconditions, validate_deletion, suggestion)
+            .await
+    }
+
+    async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream, StorageError> {
+        if !self.covers(key) {
+            return self.shared.inner.watch(key, opts).await;
+        }
+        let range = KeyRange::new(key, opts.recursive)?;
+        let rv = opts.resource_version.unwrap_or(0);
+        let initial_events = opts.send_initial_events.unwrap_or(rv == 0);
+        if initial_events && rv != 0 {
+            // The state exactly at a past revision: only the backend keeps it.
+            return self.shared.inner.watch(key, opts).await;
+        }
+        // From "now" (no resourceVersion, or 0): memory must first catch up with the backend, so that a watch
+        // opened after a write sees it. Upstream serves 0 from possibly stale memory; we read our writes, and
+        // without reliable progress memory cannot prove it caught up: the backend serves the watch.
+        let reliable = self.shared.inner.reliable_progress();
+        let wanted = match rv {
+            0 if reliable => self.shared.inner.current_revision().await?,
+            0 => return self.shared.inner.watch(key, opts).await,
+            n => n,
+        };
+        if !self.wait_fresh(wanted).await {
+            if !self.is_ready() || rv == 0 || !reliable {
+                return self.shared.inner.watch(key, opts).await;
+            }
+            let current = self.current_revision_cached();
+            return Err(StorageError::TooLargeResourceVersion {
+                requested: rv,
+                current,
+            });
+        }
+        match self.register(range, opts, rv, initial_events) {
+            Some(state) => Ok(Box::pin(futures::stream::unfold(
+                state,
+                |mut st| async move {
+                    let event = st.next().await?;
+                    Some((event, st))
+                },
+            ))),
+            // Older than memory's history: the backend may still have it (and answers 410 if not).
+            None => self.shared.inner.watch(key, opts).await,
+        }
+    }
+
+    async fn current_revision(&self) -> Result<u64, StorageError> {
+        self.shared.inner.current_revision().await
+    }
+
+    async fn compact(&self, revision: u64) -> Result<(), StorageError> {
+        self.shared.inner.compact(revision).await?;
+        let mut st = self.shared.lock();
+        while st.history.front().is_some_and(|c| c.revision <= revision) {
+            st.history.pop_front();
+        }
+        st.history_start = st.history_start.max(revision);
+        Ok(())
+    }
+
+    async fn compact_revision(&self) -> Result<u64, StorageError> {
+        self.shared.inner.compact_revision().await
+    }
+
+    async fn stats(&self, prefix: &str) -> Result<Stats, StorageError> {
+        self.shared.inner.stats(prefix).await
+    }
+
+    fn reliable_progress(&self) -> bool {
+        self.shared.inner.reliable_progress()
+    }
+
+    async fn readiness(&self) -> Result<(), StorageError> {
+        self.shared.inner.readiness().await?;
+        if self.is_ready() {
+            Ok(())
+        } else {
+            Err(StorageError::Unreachable {
+                key: self.shared.range.as_str().to_string(),
+                message: "watch cache not yet initialized".into(),
+            })
+        }
+    }
+
+    /// Catches memory up with the backend, then gives every watcher that asked for progress a bookmark.
+    async fn request_watch_progress(&self) -> Result<(), StorageError> {
+        // Watches the cache handed to the backend get their progress from it.
+        self.shared.inner.request_watch_progress().await?;
+        if self.shared.inner.reliable_progress() {
+            let current = self.shared.inner.current_revision().await?;
+            self.wait_fresh(current).await;
+        }
+        let mut st = self.shared.lock();
+        let revision = st.revision;
+        st.send(|| Message::Bookmark(revision), |w| w.progress);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{AllowDeletion, MemoryStorage};
+
+    fn cache(inner: Arc<dyn Storage>) -> WatchCache {
+        WatchCache::new(
+            inner,
+            "/r",
+            CacheConfig {
+                history: 4,
+                ..CacheConfig::default()
+            },
+        )
+        .unwrap()
+    }
+
+    async fn next(w: &mut WatchStream) -> WatchEvent {
+        tokio::time::timeout(Duration::from_secs(5), w.next())
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn serves_consistent_lists_and_reads_from_memory() {
+        let inner: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        inner.create("/r/a", Bytes::from("a")).await.unwrap();
+        let cache = cache(inner.clone());
+        let b = cache.create("/r/b", Bytes::from("b")).await.unwrap();
+        let list = cache
+            .list(
+                "/r",
+                &ListOptions {
+                    recursive: true,
+                    ..ListOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(list.items.len(), 2);
+        assert_eq!(list.revision, b.revision);
+        let got = cache
+            .get(
+                "/r/b",
+                &GetOptions {
+                    resource_version: Some(b.revision),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(got, b);
+        let err = cache
+            .get(
+                "/r/b",
+                &GetOptions {
+                    resource_version: Some(b.revision + 100),
+                },
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), 504);
+        let page = cache
+            .list(
+                "/r",
+                &ListOptions {
+                    recursive: true,
+                    limit: 1,
+                    ..ListOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.remaining_item_count, Some(1));
+        let rest = cache
+            .list(
+                "/r",
+                &ListOptions {
+                    recursive: true,
+                    continue_token: page.continue_token,
+                    ..ListOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(rest.items[0].key, "/r/b");
+        assert_eq!(rest.revision, page.revision);
+    }
+
+    #[tokio::test]
+    async fn watches_from_history_and_expires_old_starts() {
+        let inner: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        let cache = cache(inner.clone());
+        let first = cache.create("/r/a", Bytes::from("1")).await.unwrap();
+        let mut revisions = vec![];
+        for i in 0..6 {
+            let mut update =
+                |_: Option<StoredObject>| async move { Ok(Bytes::from(format!("v{i}"))) };
+            revisions.push(
+                cache
+                    .guaranteed_update("/r/a", false, None, &mut update, None)
+                    .await
+                    .unwrap()
+                    .revision,
+            );
+        }
+        let opts = |rv| WatchOptions {
+            resource_version: Some(rv),
+            recursive: true,
+            ..WatchOptions::default()
+        };
+        assert!(cache.wait_fresh(revisions[5]).await);
+        // Older than the 4 changes memory keeps: the backend serves it, until compaction.
+        let mut old = cache.watch("/r", &opts(first.revision)).await.unwrap();
+        assert_eq!(next(&mut old).await.revision, revisions[0]);
+        cache.compact(revisions[1]).await.unwrap();
+        let err = match cache.watch("/r", &opts(first.revision)).await {
+            Err(e) => e,
+            Ok(_) => panic!("expected 410"),
+        };
+        assert_eq!(err.code(), 410);
+        let mut w = cache.watch("/r", &opts(revisions[3])).await.unwrap();
+        assert_eq!(next(&mut w).await.revision, revisions[4]);
+        assert_eq!(next(&mut w).await.revision, revisions[5]);
+        let deleted = cache
+            .delete("/r/a", None, &mut AllowDeletion, None)
+            .await
+            .unwrap();
+        let event = next(&mut w).await;
+        assert_eq!(
+            (event.event_type, event.revision, event.value),
+            (EventType::Deleted, deleted.revision, Bytes::from("v5"))
+        );
+    }
+
+    #[tokio::test]
+    async fn initial_events_then_bookmark() {
+        let inner: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        inner.create("/r/a", Bytes::from("a")).await.unwrap();
+        let cache = cache(inner);
+        let mut w = cache
+            .watch(
+                "/r",
+                &WatchOptions {
+                    recursive: true,
+                    send_initial_events: Some(true),
+                    allow_watch_bookmarks: true,
+                    ..WatchOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(next(&mut w).await.event_type, EventType::Added);
+        let bookmark = next(&mut w).await;
+        assert!(bookmark.initial_events_end);
+        let b = cache.create("/r/b", Bytes::from("b")).await.unwrap();
+        let event = next(&mut w).await;
+        assert_eq!(
+            (event.event_type, event.key, event.revision),
+            (EventType::Added, "/r/b".to_string(), b.revision)
+        );
+    }
+}

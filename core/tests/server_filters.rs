@@ -1,0 +1,221 @@
+//! The filter chain through a real server: panic recovery, Audit-ID, request info and user in handlers,
+//! warning headers, authentication and authorization answers.
+
+mod server_support;
+
+use apiserver::auth::{AlwaysDeny, User};
+use apiserver::endpoints::RequestInfo;
+use apiserver::server::{AuditId, Server, Warnings};
+use axum::Router;
+use axum::routing::get;
+use server_support::{Protocol, TempDir, start_in};
+
+fn routes() -> Router {
+    Router::new()
+        .route(
+            "/apis/restaurant.example.com/v1/namespaces/{ns}/pizzas",
+            get(|info: RequestInfo, user: User, audit: AuditId| async move {
+                axum::Json(serde_json::json!({
+                    "verb": info.verb,
+                    "group": info.api_group,
+                    "version": info.api_version,
+                    "namespace": info.namespace,
+                    "resource": info.resource,
+                    "isResourceRequest": info.is_resource_request,
+                    "user": user.name,
+                    "groups": user.groups,
+                    "auditID": audit.0,
+                }))
+            }),
+        )
+        .route(
+            "/apis/restaurant.example.com/v1/panic",
+            get(|| async {
+                if true {
+                    panic!("handler bug");
+                }
+                "unreachable"
+            }),
+        )
+        .route(
+            "/apis/restaurant.example.com/v1/warn",
+            get(|warnings: Warnings| async move {
+                warnings.add("spec.toppings[0]: \"salami\" is deprecated");
+                warnings.add("second warning");
+                warnings.add("second warning");
+                warnings.add_with_agent("my-webhook", "from a webhook");
+                "ok"
+            }),
+        )
+}
+
+#[tokio::test]
+async fn panic_becomes_a_500_status_and_the_server_keeps_serving() {
+    let dir = TempDir::new();
+    let server = start_in(&dir.0, Server::builder("test").routes(routes())).await;
+    for protocol in [Protocol::Http1, Protocol::Http2] {
+        let client = server.client(protocol);
+        let (mut conn, _) = client.connect().await.unwrap();
+        let request = client
+            .request("GET", "/apis/restaurant.example.com/v1/panic")
+            .header("Audit-ID", "panic-1")
+            .body(Default::default())
+            .unwrap();
+        let reply = server_support::read(conn.send(request).await.unwrap()).await;
+        assert_eq!(reply.status, 500);
+        assert_eq!(reply.headers["audit-id"], "panic-1");
+        assert_eq!(
+            reply.body,
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"This request caused apiserver to panic. Look in the logs for details.","reason":"InternalError","code":500}"#
+        );
+        // The same connection still works, and so do new ones.
+        let request = client
+            .request("GET", "/healthz")
+            .body(Default::default())
+            .unwrap();
+        let reply = server_support::read(conn.send(request).await.unwrap()).await;
+        assert_eq!((reply.status.as_u16(), reply.body.as_str()), (200, "ok"));
+        assert_eq!(client.get("/readyz").await.body, "ok");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn audit_id_is_echoed_or_generated() {
+    let dir = TempDir::new();
+    let server = start_in(&dir.0, Server::builder("test").routes(routes())).await;
+    let client = server.client(Protocol::Http2);
+
+    let reply = client.get("/healthz").await;
+    let generated = reply.headers["audit-id"].to_str().unwrap().to_string();
+    assert!(uuid::Uuid::parse_str(&generated).is_ok(), "{generated}");
+    assert_ne!(
+        client.get("/healthz").await.headers["audit-id"]
+            .to_str()
+            .unwrap(),
+        generated
+    );
+
+    let (mut conn, _) = client.connect().await.unwrap();
+    let request = client
+        .request(
+            "GET",
+            "/apis/restaurant.example.com/v1/namespaces/ns1/pizzas",
+        )
+        .header("Audit-ID", "my-audit-id")
+        .body(Default::default())
+        .unwrap();
+    let reply = server_support::read(conn.send(request).await.unwrap()).await;
+    assert_eq!(reply.headers["audit-id"], "my-audit-id");
+    assert_eq!(reply.json()["auditID"], "my-audit-id");
+    // Also on 404s.
+    assert!(client.get("/nope").await.headers.contains_key("audit-id"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn handlers_read_request_info_and_the_anonymous_user() {
+    let dir = TempDir::new();
+    let server = start_in(&dir.0, Server::builder("test").routes(routes())).await;
+    let client = server.client(Protocol::Http1);
+    let v = client
+        .get("/apis/restaurant.example.com/v1/namespaces/ns1/pizzas?watch=true")
+        .await
+        .json();
+    assert_eq!(v["verb"], "watch");
+    assert_eq!(v["group"], "restaurant.example.com");
+    assert_eq!(v["version"], "v1");
+    assert_eq!(v["namespace"], "ns1");
+    assert_eq!(v["resource"], "pizzas");
+    assert_eq!(v["isResourceRequest"], true);
+    assert_eq!(v["user"], "system:anonymous");
+    assert_eq!(v["groups"], serde_json::json!(["system:unauthenticated"]));
+    let v = client
+        .get("/apis/restaurant.example.com/v1/namespaces/ns1/pizzas")
+        .await
+        .json();
+    assert_eq!(v["verb"], "list");
+
+    // A legacy watch path with nothing after the verb cannot be parsed: upstream's 500.
+    let reply = client.get("/apis/restaurant.example.com/v1/watch").await;
+    assert_eq!(reply.status, 500);
+    assert_eq!(
+        reply.json()["message"],
+        "Internal Server Error: \"/apis/restaurant.example.com/v1/watch\": failed to create RequestInfo: unable to determine kind and namespace from url, /apis/restaurant.example.com/v1/watch"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn warning_headers() {
+    let dir = TempDir::new();
+    let server = start_in(&dir.0, Server::builder("test").routes(routes())).await;
+    for protocol in [Protocol::Http1, Protocol::Http2] {
+        let reply = server
+            .client(protocol)
+            .get("/apis/restaurant.example.com/v1/warn")
+            .await;
+        let warnings: Vec<_> = reply
+            .headers
+            .get_all("warning")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            warnings,
+            [
+                r#"299 - "spec.toppings[0]: \"salami\" is deprecated""#,
+                r#"299 - "second warning""#,
+                r#"299 my-webhook "from a webhook""#,
+            ]
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn authorization_denies_with_upstream_messages_but_not_on_always_allowed_paths() {
+    let dir = TempDir::new();
+    let server = start_in(
+        &dir.0,
+        Server::builder("test")
+            .routes(routes())
+            .authorizer(AlwaysDeny),
+    )
+    .await;
+    let client = server.client(Protocol::Http2);
+
+    let reply = client
+        .get("/apis/restaurant.example.com/v1/namespaces/ns1/pizzas")
+        .await;
+    assert_eq!(reply.status, 403);
+    assert_eq!(
+        reply.body,
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pizzas.restaurant.example.com is forbidden: User \"system:anonymous\" cannot list resource \"pizzas\" in API group \"restaurant.example.com\" in the namespace \"ns1\"","reason":"Forbidden","details":{"group":"restaurant.example.com","kind":"pizzas"},"code":403}"#
+    );
+    let reply = client.get("/metrics").await;
+    assert_eq!(reply.status, 403);
+    assert_eq!(
+        reply.json()["message"],
+        "forbidden: User \"system:anonymous\" cannot get path \"/metrics\""
+    );
+    for path in ["/healthz", "/livez/ping", "/readyz", "/version"] {
+        assert_eq!(client.get(path).await.status, 200, "{path}");
+    }
+    // Always-allowed but not served: 404, not 403.
+    assert_eq!(client.get("/apis").await.status, 404);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn without_anonymous_auth_requests_are_unauthorized() {
+    let dir = TempDir::new();
+    let server = start_in(&dir.0, Server::builder("test").anonymous(false)).await;
+    let reply = server.client(Protocol::Http1).get("/healthz").await;
+    assert_eq!(reply.status, 401);
+    assert_eq!(
+        reply.body,
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+    );
+    server.stop().await;
+}

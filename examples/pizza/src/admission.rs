@@ -1,0 +1,57 @@
+//! The `PizzaToppings` admission plugin: a pizza may only name toppings that exist.
+
+use std::sync::Arc;
+
+use apiserver::admission::{
+    AnyObject, Attributes, Initializer, Lister, Operation, Plugin, PluginError,
+};
+use apiserver::registry::ApiError;
+use async_trait::async_trait;
+
+use crate::restaurant::{Pizza, Topping};
+
+/// The plugin's name in `--enable-admission-plugins` / `--disable-admission-plugins`.
+pub const PIZZA_TOPPINGS: &str = "PizzaToppings";
+
+/// Refuses pizzas (on create and update) naming a topping that does not exist, reading toppings from the
+/// server's own watch cache as the reference server reads them from its informer.
+pub struct PizzaToppings {
+    toppings: Lister<Topping>,
+}
+
+impl PizzaToppings {
+    /// Builds the plugin from the initializer's topping lister.
+    pub fn build(initializer: &Initializer) -> Result<Arc<dyn Plugin>, PluginError> {
+        Ok(Arc::new(PizzaToppings {
+            toppings: initializer.listers.get::<Topping>()?,
+        }))
+    }
+}
+
+#[async_trait]
+impl Plugin for PizzaToppings {
+    fn handles(&self, operation: Operation) -> bool {
+        matches!(operation, Operation::Create | Operation::Update)
+    }
+
+    async fn validate(
+        &self,
+        attributes: &Attributes,
+        object: Option<&AnyObject>,
+        _old: Option<&AnyObject>,
+    ) -> Result<(), ApiError> {
+        let Some(pizza) = object.and_then(|o| o.downcast_ref::<Pizza>()) else {
+            return Ok(());
+        };
+        if !self.toppings.has_synced().await {
+            return Err(attributes.forbidden("not yet ready to handle request"));
+        }
+        for topping in &pizza.spec.toppings {
+            // As the reference plugin, only "not found" refuses; other lister errors let the pizza through.
+            if let Ok(None) = self.toppings.get(None, &topping.name).await {
+                return Err(attributes.forbidden(format!("unknown topping: {}", topping.name)));
+            }
+        }
+        Ok(())
+    }
+}

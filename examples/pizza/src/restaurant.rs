@@ -1,0 +1,55 @@
+//! The hub (internal) types: what pizzas and toppings mean, independent of any wire version.
+
+use apiserver::meta::ObjectMeta;
+
+/// A pizza: toppings, each with how often it is put on.
+#[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
+#[resource(
+    group = "restaurant.programming-kubernetes.info",
+    kind = "Pizza",
+    namespaced,
+    printcolumn(name = "Cost", type_ = "number", json_path = ".status.cost")
+)]
+pub struct Pizza {
+    pub metadata: ObjectMeta,
+    pub spec: PizzaSpec,
+    pub status: PizzaStatus,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PizzaSpec {
+    /// Toppings in the order first named; names are unique once validated.
+    pub toppings: Vec<PizzaTopping>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PizzaTopping {
+    /// The name of a Topping object.
+    pub name: String,
+    /// How often the topping is put onto the pizza.
+    pub quantity: i32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PizzaStatus {
+    /// The cost of the whole pizza including all toppings.
+    pub cost: f64,
+}
+
+/// A topping, cluster-wide, with what it costs.
+#[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
+#[resource(
+    group = "restaurant.programming-kubernetes.info",
+    kind = "Topping",
+    printcolumn(name = "Cost", type_ = "number", json_path = ".spec.cost")
+)]
+pub struct Topping {
+    pub metadata: ObjectMeta,
+    pub spec: ToppingSpec,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToppingSpec {
+    /// The cost of one portion.
+    pub cost: f64,
+}

@@ -1,0 +1,321 @@
+//! The pizza-apiserver: its command line, the storage backend it chose, and the assembled server.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use apiserver::admission::{AdmissionOptions, Initializer, Plugins};
+use apiserver::auth::{ALL_AUTHENTICATED_GROUP, BearerTokens, SYSTEM_PRIVILEGED_GROUP, User};
+use apiserver::codec::MediaType;
+use apiserver::discovery::Discovery;
+use apiserver::endpoints::Api;
+use apiserver::openapi::OpenApi;
+use apiserver::registry::Store;
+use apiserver::server::{HealthCheck, ServeError, Server, ServingOptions, VersionInfo};
+use apiserver::storage::Storage;
+use apiserver::storage::memory::MemoryStorage;
+use apiserver_storage_etcd::{EtcdOptions, EtcdStorage, StorageMediaType};
+use apiserver_storage_rocks::{RocksOptions, RocksStorage};
+use apiserver_storage_sql::{SqlStorage, SqlStorageOptions};
+use base64::Engine;
+
+use crate::admission::{PIZZA_TOPPINGS, PizzaToppings};
+use crate::restaurant::{Pizza, Topping};
+use crate::strategy::{PizzaStrategy, ToppingStrategy};
+use crate::{pizza_codec, topping_codec};
+
+/// Where objects are kept under in every backend (the Go pizza-apiserver's etcd prefix).
+pub const STORAGE_PREFIX: &str = "/registry/pizza-apiserver.programming-kubernetes.info";
+
+/// The storage engines the server can run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// RocksDB embedded in the server, in DIR/rocksdb: durable, nothing else to run.
+    Rocksdb,
+    /// In process memory: gone when the server stops.
+    Memory,
+    /// SQLite: a file in --data-dir, or --storage-url sqlite://PATH.
+    Sqlite,
+    /// Postgres at --storage-url postgres://...; several servers may share one database.
+    Postgres,
+    /// etcd at --etcd-servers; several servers may share one etcd.
+    Etcd,
+}
+
+/// The command line: upstream's serving and etcd flags plus the backend choice and the data directory.
+#[derive(Clone, Debug, clap::Parser)]
+#[command(
+    name = "pizza-apiserver",
+    version,
+    about = "The pizza sample API server (restaurant.programming-kubernetes.info)"
+)]
+pub struct Options {
+    #[command(flatten)]
+    pub serving: ServingOptions,
+
+    /// Where the server keeps its state: certificates, the kubeconfig it writes, and embedded databases.
+    #[arg(long = "data-dir", default_value = "pizza-apiserver.local.data")]
+    pub data_dir: PathBuf,
+
+    /// The storage engine.
+    #[arg(long = "storage-backend", value_enum, default_value_t = Backend::Rocksdb)]
+    pub storage_backend: Backend,
+
+    #[command(flatten)]
+    pub rocks: RocksOptions,
+
+    #[command(flatten)]
+    pub sql: SqlStorageOptions,
+
+    #[command(flatten)]
+    pub etcd: EtcdOptions,
+}
+
+/// Starting the server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("storage: {0}")]
+    Storage(String),
+    #[error("admission: {0}")]
+    Admission(#[from] apiserver::admission::PluginError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// A bound pizza server, with where a client finds it.
+pub struct PizzaServer {
+    pub server: Server,
+    /// `https://127.0.0.1:<port>`.
+    pub url: String,
+    /// The kubeconfig written for this server.
+    pub kubeconfig: PathBuf,
+}
+
+/// Opens the storage, assembles the API and binds the server; the caller runs it.
+pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
+    let data_dir = &options.data_dir;
+    std::fs::create_dir_all(data_dir).map_err(|source| StartError::DataDir {
+        path: data_dir.clone(),
+        source,
+    })?;
+    let backend = open_backend(&options).await?;
+    let format = match options.etcd.storage_media_type {
+        StorageMediaType::Json => MediaType::Json,
+        StorageMediaType::Protobuf => MediaType::Protobuf,
+    };
+    let prefix = options
+        .etcd
+        .etcd_prefix
+        .clone()
+        .unwrap_or_else(|| STORAGE_PREFIX.to_string());
+    let storage_error = |e: apiserver::storage::StorageError| StartError::Storage(e.to_string());
+    let toppings = Store::<Topping>::cached(
+        backend.clone(),
+        &prefix,
+        topping_codec(),
+        Arc::new(ToppingStrategy),
+        format,
+    )
+    .map_err(storage_error)?;
+    let pizzas = Store::<Pizza>::cached(
+        backend.clone(),
+        &prefix,
+        pizza_codec(),
+        Arc::new(PizzaStrategy),
+        format,
+    )
+    .map_err(storage_error)?;
+
+    let mut initializer = Initializer::default();
+    initializer.listers.insert(toppings.clone());
+    let plugins = Plugins::new().register(PIZZA_TOPPINGS, true, PizzaToppings::build);
+    let admission = plugins.build(
+        &AdmissionOptions {
+            enable: options.serving.enable_admission_plugins.clone(),
+            disable: options.serving.disable_admission_plugins.clone(),
+        },
+        &initializer,
+    )?;
+
+    let api = Api::new(admission)
+        .resource(pizzas.clone())
+        .resource(toppings.clone());
+    let descriptions = api.descriptions();
+    let discovery = Discovery::new(&descriptions);
+    let openapi = OpenApi::new(&descriptions, "pizza-apiserver", env!("CARGO_PKG_VERSION"));
+    let storage_check = backend.clone();
+    let caches: Vec<Arc<dyn Storage>> = vec![pizzas.storage().clone(), toppings.storage().clone()];
+    let token = admin_token(data_dir)?;
+    let admin = User {
+        name: ADMIN_USER.to_string(),
+        groups: vec![
+            SYSTEM_PRIVILEGED_GROUP.to_string(),
+            ALL_AUTHENTICATED_GROUP.to_string(),
+        ],
+        ..User::default()
+    };
+    let server = Server::builder("pizza-apiserver")
+        .options(options.serving.clone())
+        .authenticator(BearerTokens::new().with(token.clone(), admin))
+        .default_cert_dir(data_dir.join("certs"))
+        .version(VersionInfo::for_crate(
+            env!("CARGO_PKG_VERSION_MAJOR"),
+            env!("CARGO_PKG_VERSION_MINOR"),
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .readyz_check(HealthCheck::new("storage", move || {
+            let storage = storage_check.clone();
+            async move { storage.readiness().await.map_err(|e| e.to_string()) }
+        }))
+        .readyz_check(HealthCheck::new("watch-cache", move || {
+            let caches = caches.clone();
+            async move {
+                for cache in caches {
+                    cache.readiness().await.map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            }
+        }))
+        .routes(
+            api.router()
+                .merge(discovery.router())
+                .merge(openapi.router()),
+        )
+        .bind()
+        .await?;
+
+    let url = format!("https://127.0.0.1:{}", server.local_addr().port());
+    let kubeconfig = data_dir.join("kubeconfig");
+    write_kubeconfig(&kubeconfig, &url, &token, &server, &options.serving)?;
+    Ok(PizzaServer {
+        server,
+        url,
+        kubeconfig,
+    })
+}
+
+async fn open_backend(options: &Options) -> Result<Arc<dyn Storage>, StartError> {
+    let error = |e: &dyn std::fmt::Display| StartError::Storage(e.to_string());
+    match options.storage_backend {
+        Backend::Memory => Ok(Arc::new(MemoryStorage::new())),
+        Backend::Rocksdb => {
+            let path = options.data_dir.join("rocksdb");
+            let rocks = options.rocks.clone();
+            // Opening replays RocksDB's log: blocking work, off the async workers.
+            let store = tokio::task::spawn_blocking(move || RocksStorage::open(path, &rocks))
+                .await
+                .map_err(|e| error(&e))?
+                .map_err(|e| error(&e))?;
+            Ok(store.into_dyn())
+        }
+        Backend::Sqlite | Backend::Postgres => {
+            let url = options.sql.url_or_default(&options.data_dir);
+            let wanted = if options.storage_backend == Backend::Sqlite {
+                "sqlite:"
+            } else {
+                "postgres"
+            };
+            if !url.starts_with(wanted) {
+                return Err(StartError::Storage(format!(
+                    "--storage-backend {:?} needs a {wanted}... --storage-url, got {url:?}",
+                    options.storage_backend
+                )));
+            }
+            let sql = SqlStorageOptions {
+                url: Some(url),
+                ..options.sql.clone()
+            };
+            Ok(SqlStorage::open(&sql)
+                .await
+                .map_err(|e| error(&e))?
+                .into_dyn())
+        }
+        Backend::Etcd => Ok(EtcdStorage::from_options(&options.etcd, STORAGE_PREFIX)
+            .await
+            .map_err(|e| error(&e))?
+            .into_dyn()),
+    }
+}
+
+/// The user the written kubeconfig authenticates as (in `system:masters`).
+pub const ADMIN_USER: &str = "pizza-admin";
+
+/// The admin's bearer token: made on first start and kept in `DIR/admin-token` (mode 0600), so a kubeconfig
+/// stays valid across restarts.
+fn admin_token(data_dir: &Path) -> Result<String, StartError> {
+    let path = data_dir.join("admin-token");
+    let io_error = |source| StartError::DataDir {
+        path: path.clone(),
+        source,
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(token) if !token.trim().is_empty() => return Ok(token.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_error(e)),
+    }
+    let token = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io_error)?;
+    file.write_all(token.as_bytes()).map_err(io_error)?;
+    Ok(token)
+}
+
+/// Writes a kubeconfig that reaches this server: its URL, the CA of its serving certificate, and the admin's
+/// bearer token. (Requests without credentials are anonymous and, until delegated authorization lands, allowed.)
+fn write_kubeconfig(
+    path: &Path,
+    url: &str,
+    token: &str,
+    server: &Server,
+    serving: &ServingOptions,
+) -> Result<(), StartError> {
+    let authority = match (server.ca_pem(), &serving.tls_cert_file) {
+        (Some(pem), _) => format!(
+            "certificate-authority-data: {}",
+            base64::engine::general_purpose::STANDARD.encode(pem)
+        ),
+        (None, Some(cert)) => format!("certificate-authority: {}", cert.display()),
+        (None, None) => "insecure-skip-tls-verify: true".to_string(),
+    };
+    let kubeconfig = format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: pizza-apiserver
+  cluster:
+    server: {url}
+    {authority}
+contexts:
+- name: pizza-apiserver
+  context:
+    cluster: pizza-apiserver
+    user: pizza-apiserver
+    namespace: default
+current-context: pizza-apiserver
+users:
+- name: pizza-apiserver
+  user:
+    token: {token}
+"
+    );
+    std::fs::write(path, kubeconfig).map_err(|source| StartError::DataDir {
+        path: path.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,153 @@
+//! The pizza server on each persistent backend: objects survive a restart (SQLite), and two servers on one
+//! database or etcd see each other's writes (Postgres, etcd). The etcd and Postgres launchers are the storage
+//! crates' own test harnesses.
+
+mod support;
+
+#[path = "../../../storage-etcd/tests/support/mod.rs"]
+mod etcd;
+#[path = "../../../storage-sql/tests/common/pg.rs"]
+#[allow(dead_code)]
+mod pg;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{MARGHERITA, TOPPINGS, TestServer};
+
+const PIZZAS: &str =
+    "/apis/restaurant.programming-kubernetes.info/v1beta1/namespaces/default/pizzas";
+
+/// Creates the example toppings and pizza with kubectl and reads the pizza back in v1beta1.
+async fn create_examples(server: &TestServer) {
+    server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
+    server.kubectl_stdin_ok(&["create", "-f", "-"], MARGHERITA);
+    assert_margherita(server).await;
+}
+
+async fn assert_margherita(server: &TestServer) {
+    let (code, _, body) = server
+        .raw("GET", &format!("{PIZZAS}/margherita"), &[], vec![])
+        .await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let pizza: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        pizza["spec"]["toppings"],
+        json!([{"name": "mozzarella", "quantity": 1}, {"name": "tomato", "quantity": 1}])
+    );
+    let toppings = server.kubectl_ok(&["get", "toppings", "-o", "name"]);
+    assert_eq!(toppings.lines().count(), 3, "{toppings}");
+}
+
+/// A write through `a` reaches a watch on `b` and a consistent list on `b`.
+async fn assert_replicas_share(a: &TestServer, b: &TestServer) {
+    let path = format!("{PIZZAS}?watch=1&resourceVersion=0&timeoutSeconds=10");
+    let (code, _, mut stream) = b.stream(&path, "application/json").await;
+    assert_eq!(code, 200);
+    a.kubectl_stdin_ok(
+        &["create", "-f", "-"],
+        &MARGHERITA.replace("margherita", "quattro"),
+    );
+    stream
+        .read_until(
+            Duration::from_secs(10),
+            "the other server's write arrives",
+            |buf| String::from_utf8_lossy(buf).contains("\"quattro\""),
+        )
+        .await;
+    let names = b.kubectl_ok(&["get", "pizzas", "-o", "name"]);
+    assert!(
+        names.contains("pizza.restaurant.programming-kubernetes.info/quattro"),
+        "{names}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn default_backend_is_rocksdb_and_keeps_objects_across_restarts() {
+    let server = TestServer::start(&[]).await;
+    create_examples(&server).await;
+    assert!(server.dir.path().join("rocksdb").join("CURRENT").exists());
+    let dir = server.stop().await;
+    let server = TestServer::start_in(dir, &[]).await;
+    assert_margherita(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_keeps_objects_across_restarts() {
+    let server = TestServer::start(&["--storage-backend", "sqlite"]).await;
+    create_examples(&server).await;
+    assert!(server.dir.path().join("state.db").exists());
+    let dir = server.stop().await;
+    let server = TestServer::start_in(dir, &["--storage-backend", "sqlite"]).await;
+    assert_margherita(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_replicas() {
+    let url = pg::server().fresh_database().await;
+    let args = ["--storage-backend", "postgres", "--storage-url", &url];
+    let a = TestServer::start(&args).await;
+    let b = TestServer::start(&args).await;
+    create_examples(&a).await;
+    assert_margherita(&b).await;
+    assert_replicas_share(&a, &b).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn etcd_replicas() {
+    let etcd = etcd::EtcdServer::start().await;
+    let url = etcd.url();
+    let args = ["--storage-backend", "etcd", "--etcd-servers", &url];
+    let a = TestServer::start(&args).await;
+    let b = TestServer::start(&args).await;
+    create_examples(&a).await;
+    assert_margherita(&b).await;
+    assert_replicas_share(&a, &b).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unreachable_storage_is_not_ready_and_admission_waits() {
+    // Nothing listens on this port: the caches never load.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        TestServer::start_unready(dir, &["--storage-backend", "etcd", "--etcd-servers", &url])
+            .await;
+
+    let (code, _, body) = server.raw("GET", "/readyz?verbose", &[], vec![]).await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(code, 500, "{text}");
+    assert!(
+        text.contains("[-]storage failed") && text.contains("[-]watch-cache failed"),
+        "{text}"
+    );
+    let (code, _, _) = server.raw("GET", "/livez", &[], vec![]).await;
+    assert_eq!(code, 200, "a server waiting for storage is alive");
+
+    let body = serde_json::to_vec(&serde_json::json!({
+        "apiVersion": "restaurant.programming-kubernetes.info/v1beta1",
+        "kind": "Pizza",
+        "metadata": {"name": "early"},
+        "spec": {"toppings": [{"name": "salami", "quantity": 1}]}
+    }))
+    .unwrap();
+    let (code, _, body) = server
+        .raw(
+            "POST",
+            PIZZAS,
+            &[("content-type", "application/json")],
+            body,
+        )
+        .await;
+    let status: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        "pizzas.restaurant.programming-kubernetes.info \"early\" is forbidden: not yet ready to handle request"
+    );
+}

@@ -1,0 +1,662 @@
+//! The REST endpoints over real HTTPS (kube-rs's client sending raw requests): media types, errors as `Status`,
+//! admission, validation, concurrency and watch framing.
+
+mod support;
+
+use apiserver::codec::{decode_protobuf, decode_protobuf_watch_event};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::TestServer;
+
+const GROUP: &str = "/apis/restaurant.programming-kubernetes.info";
+const JSON: (&str, &str) = ("content-type", "application/json");
+
+fn toppings(version: &str) -> String {
+    format!("{GROUP}/{version}/toppings")
+}
+
+fn pizzas(version: &str) -> String {
+    format!("{GROUP}/{version}/namespaces/default/pizzas")
+}
+
+fn topping(name: &str, cost: f64) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "restaurant.programming-kubernetes.info/v1alpha1",
+        "kind": "Topping",
+        "metadata": {"name": name},
+        "spec": {"cost": cost}
+    }))
+    .unwrap()
+}
+
+fn pizza_v1beta1(name: &str, toppings: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "restaurant.programming-kubernetes.info/v1beta1",
+        "kind": "Pizza",
+        "metadata": {"name": name},
+        "spec": {"toppings": toppings}
+    }))
+    .unwrap()
+}
+
+fn parse(body: &[u8]) -> Value {
+    serde_json::from_slice(body)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)))
+}
+
+/// Asserts a `Status` failure with this code, reason and message.
+fn assert_status(code: u16, body: &[u8], want_code: u16, reason: &str, message: &str) {
+    let status = parse(body);
+    assert_eq!(code, want_code, "{status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["status"], "Failure");
+    assert_eq!(status["code"], want_code);
+    assert_eq!(status["reason"], reason, "{status}");
+    assert_eq!(status["message"], message, "{status}");
+}
+
+/// POSTs a JSON body.
+async fn post(server: &TestServer, path: &str, body: Vec<u8>) -> (u16, http::HeaderMap, Vec<u8>) {
+    server.raw("POST", path, &[JSON], body).await
+}
+
+/// GETs with the default Accept.
+async fn get(server: &TestServer, path: &str) -> (u16, http::HeaderMap, Vec<u8>) {
+    server.raw("GET", path, &[], vec![]).await
+}
+
+async fn names(server: &TestServer, path: &str) -> Vec<String> {
+    let (code, _, body) = get(server, path).await;
+    assert_eq!(code, 200);
+    parse(&body)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn media_types_json_yaml_protobuf() {
+    let server = TestServer::start(&[]).await;
+    let (code, headers, body) = post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(headers["content-type"], "application/json");
+    let created = parse(&body);
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert!(
+        created["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| u.len() == 36)
+    );
+
+    let path = format!("{}/salami", toppings("v1beta1"));
+    let (code, headers, body) = server
+        .raw("GET", &path, &[("accept", "application/yaml")], vec![])
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(headers["content-type"], "application/yaml");
+    let text = String::from_utf8(body).unwrap();
+    assert!(
+        text.contains("kind: Topping")
+            && text.contains("apiVersion: restaurant.programming-kubernetes.info/v1beta1"),
+        "{text}"
+    );
+
+    let accept = ("accept", "application/vnd.kubernetes.protobuf");
+    let (code, headers, body) = server.raw("GET", &path, &[accept], vec![]).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        headers["content-type"],
+        "application/vnd.kubernetes.protobuf"
+    );
+    let (type_meta, _) = decode_protobuf(&body).unwrap();
+    assert_eq!(type_meta.kind, "Topping");
+    assert_eq!(
+        type_meta.api_version,
+        "restaurant.programming-kubernetes.info/v1beta1"
+    );
+
+    let (code, _, body) = server
+        .raw("GET", &toppings("v1alpha1"), &[accept], vec![])
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(decode_protobuf(&body).unwrap().0.kind, "ToppingList");
+
+    // Protobuf in: the object as the server sent it creates a copy under another name.
+    let (_, _, body) = server
+        .raw(
+            "GET",
+            &format!("{}/salami", toppings("v1alpha1")),
+            &[accept],
+            vec![],
+        )
+        .await;
+    let mut pb = body.clone();
+    let position = pb.windows(6).position(|w| w == b"salami").unwrap();
+    pb[position..position + 6].copy_from_slice(b"tomato");
+    // The copy still carries uid and resourceVersion: creation wipes them.
+    let (code, _, body) = server
+        .raw(
+            "POST",
+            &toppings("v1alpha1"),
+            &[
+                ("content-type", "application/vnd.kubernetes.protobuf"),
+                accept,
+            ],
+            pb,
+        )
+        .await;
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        names(&server, &toppings("v1alpha1")).await,
+        ["salami", "tomato"]
+    );
+
+    // YAML in.
+    let yaml = b"apiVersion: restaurant.programming-kubernetes.info/v1alpha1\nkind: Topping\nmetadata:\n  name: ham\nspec:\n  cost: 2\n".to_vec();
+    let (code, _, _) = server
+        .raw(
+            "POST",
+            &toppings("v1alpha1"),
+            &[("content-type", "application/yaml")],
+            yaml,
+        )
+        .await;
+    assert_eq!(code, 201);
+
+    // Nothing acceptable: 406; unknown body type: 415; both as Status.
+    let (code, _, body) = server
+        .raw("GET", &path, &[("accept", "text/plain")], vec![])
+        .await;
+    assert_status(
+        code,
+        &body,
+        406,
+        "NotAcceptable",
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+    );
+    let (code, _, body) = server
+        .raw(
+            "POST",
+            &toppings("v1alpha1"),
+            &[("content-type", "text/plain")],
+            topping("x", 1.0),
+        )
+        .await;
+    assert_eq!(code, 415, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(parse(&body)["reason"], "UnsupportedMediaType");
+
+    // A Table asks for the printer column and the defaults.
+    let (code, _, body) = server
+        .raw(
+            "GET",
+            &toppings("v1alpha1"),
+            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 200);
+    let table = parse(&body);
+    assert_eq!(table["kind"], "Table");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["Name", "Cost", "Created At"]);
+    assert_eq!(table["rows"][0]["cells"][0], "ham");
+    assert_eq!(table["rows"][0]["cells"][1], 2.0);
+    assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    // Table is JSON or YAML only.
+    let (code, _, _) = server
+        .raw(
+            "GET",
+            &toppings("v1alpha1"),
+            &[(
+                "accept",
+                "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io",
+            )],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 406);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_changes_nothing() {
+    let server = TestServer::start(&[]).await;
+    let list = toppings("v1alpha1");
+
+    let (code, _, body) = post(&server, &list, b"{\"apiVersion\": ".to_vec()).await;
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(parse(&body)["reason"], "BadRequest");
+
+    let wrong_kind = br#"{"apiVersion":"restaurant.programming-kubernetes.info/v1alpha1","kind":"Pizza","metadata":{"name":"x"}}"#;
+    let (code, _, body) = post(&server, &list, wrong_kind.to_vec()).await;
+    assert_eq!(code, 400);
+    let message = parse(&body)["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with("Pizza in version \"v1alpha1\" cannot be handled as a Topping"),
+        "{message}"
+    );
+
+    let wrong_version = br#"{"apiVersion":"restaurant.programming-kubernetes.info/v1beta1","kind":"Topping","metadata":{"name":"x"}}"#;
+    let (code, _, body) = post(&server, &list, wrong_version.to_vec()).await;
+    assert_status(
+        code,
+        &body,
+        400,
+        "BadRequest",
+        "the API version in the data (restaurant.programming-kubernetes.info/v1beta1) does not match the expected API version (restaurant.programming-kubernetes.info/v1alpha1)",
+    );
+
+    let mut huge = topping("big", 1.0);
+    huge.truncate(huge.len() - 1);
+    huge.extend_from_slice(format!(",\"pad\":\"{}\"}}", "x".repeat(3 * 1024 * 1024)).as_bytes());
+    let (code, _, body) = post(&server, &list, huge).await;
+    assert_status(
+        code,
+        &body,
+        413,
+        "RequestEntityTooLarge",
+        "Request entity too large: limit is 3145728",
+    );
+
+    let unknown = br#"{"apiVersion":"restaurant.programming-kubernetes.info/v1alpha1","kind":"Topping","metadata":{"name":"x"},"spec":{"cost":1,"crust":"thin"}}"#;
+    let (code, _, body) = post(
+        &server,
+        &format!("{list}?fieldValidation=Strict"),
+        unknown.to_vec(),
+    )
+    .await;
+    assert_status(
+        code,
+        &body,
+        400,
+        "BadRequest",
+        "strict decoding error: unknown field \"spec.crust\"",
+    );
+
+    let bad_name = br#"{"apiVersion":"restaurant.programming-kubernetes.info/v1alpha1","kind":"Topping","metadata":{"name":"../x"}}"#;
+    let (code, _, body) = post(&server, &list, bad_name.to_vec()).await;
+    assert_eq!(code, 422, "{}", String::from_utf8_lossy(&body));
+
+    let (code, _, body) = server
+        .raw(
+            "GET",
+            &format!("{list}?labelSelector=a%20in%20(b"),
+            &[],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+    let (code, _, body) = get(&server, &format!("{list}?fieldSelector=spec.cost%3D1")).await;
+    assert_status(
+        code,
+        &body,
+        400,
+        "BadRequest",
+        "field label not supported: spec.cost",
+    );
+    let (code, _, _) = get(&server, &format!("{list}?continue=garbage")).await;
+    assert_eq!(code, 400);
+
+    assert!(names(&server, &list).await.is_empty());
+
+    // Warn (the default) stores, with a Warning header.
+    let (code, headers, _) = post(&server, &list, unknown.to_vec()).await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        headers["warning"],
+        "299 - \"unknown field \\\"spec.crust\\\"\""
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn admission_validation_and_concurrency() {
+    let server = TestServer::start(&[]).await;
+    post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
+
+    let (code, _, body) = post(
+        &server,
+        &pizzas("v1beta1"),
+        pizza_v1beta1("hawaii", json!([{"name": "pineapple", "quantity": 1}])),
+    )
+    .await;
+    assert_status(
+        code,
+        &body,
+        403,
+        "Forbidden",
+        "pizzas.restaurant.programming-kubernetes.info \"hawaii\" is forbidden: unknown topping: pineapple",
+    );
+
+    let (code, _, body) = post(
+        &server,
+        &pizzas("v1beta1"),
+        pizza_v1beta1("bad", json!([{"name": "salami", "quantity": -1}])),
+    )
+    .await;
+    assert_status(
+        code,
+        &body,
+        422,
+        "Invalid",
+        "Pizza.restaurant.programming-kubernetes.info \"bad\" is invalid: spec.toppings[0].quantity: Invalid value: -1: cannot be negative or zero",
+    );
+    assert_eq!(
+        parse(&body)["details"]["causes"][0]["field"],
+        "spec.toppings[0].quantity"
+    );
+
+    // dryRun runs everything but the write.
+    let (code, _, _) = post(
+        &server,
+        &format!("{}?dryRun=All", pizzas("v1beta1")),
+        pizza_v1beta1("dry", json!([{"name": "salami", "quantity": 1}])),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert!(names(&server, &pizzas("v1beta1")).await.is_empty());
+
+    let (code, _, body) = post(
+        &server,
+        &pizzas("v1beta1"),
+        pizza_v1beta1("salami", json!([{"name": "salami", "quantity": 2}])),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let created = parse(&body);
+    let rv = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The same object in v1alpha1: quantity 2 is the name twice.
+    let path = format!("{}/salami", pizzas("v1alpha1"));
+    let (_, _, body) = get(&server, &path).await;
+    assert_eq!(
+        parse(&body)["spec"]["toppings"],
+        json!(["salami", "salami"])
+    );
+
+    // A label change keeps the generation; a spec change bumps it.
+    let path = format!("{}/salami", pizzas("v1beta1"));
+    let merge = ("content-type", "application/merge-patch+json");
+    let (code, _, body) = server
+        .raw(
+            "PATCH",
+            &path,
+            &[merge],
+            br#"{"metadata":{"labels":{"a":"b"}}}"#.to_vec(),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(parse(&body)["metadata"]["generation"], 1);
+    let (code, _, body) = server
+        .raw(
+            "PATCH",
+            &path,
+            &[("content-type", "application/json-patch+json")],
+            br#"[{"op":"replace","path":"/spec/toppings/0/quantity","value":3}]"#.to_vec(),
+        )
+        .await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(parse(&body)["metadata"]["generation"], 2);
+
+    // An update from the stale version conflicts.
+    let mut stale = created.clone();
+    stale["metadata"]["resourceVersion"] = Value::String(rv);
+    let (code, _, body) = server
+        .raw("PUT", &path, &[JSON], serde_json::to_vec(&stale).unwrap())
+        .await;
+    assert_status(
+        code,
+        &body,
+        409,
+        "Conflict",
+        "Operation cannot be fulfilled on pizzas.restaurant.programming-kubernetes.info \"salami\": the object has been modified; please apply your changes to the latest version and try again",
+    );
+
+    // A patch naming an unknown topping is refused by admission too.
+    let (code, _, _) = server
+        .raw(
+            "PATCH",
+            &path,
+            &[merge],
+            br#"{"spec":{"toppings":[{"name":"ham","quantity":1}]}}"#.to_vec(),
+        )
+        .await;
+    assert_eq!(code, 403);
+    // Strategic merge patch is not served.
+    let (code, _, _) = server
+        .raw(
+            "PATCH",
+            &path,
+            &[("content-type", "application/strategic-merge-patch+json")],
+            b"{}".to_vec(),
+        )
+        .await;
+    assert_eq!(code, 415);
+
+    // Delete by label selector returns what it deleted.
+    let (code, _, body) = server
+        .raw(
+            "DELETE",
+            &format!("{}?labelSelector=a%3Db", pizzas("v1beta1")),
+            &[],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(parse(&body)["items"][0]["metadata"]["name"], "salami");
+    assert!(names(&server, &pizzas("v1beta1")).await.is_empty());
+    let (code, _, body) = server.raw("DELETE", &path, &[], vec![]).await;
+    assert_status(
+        code,
+        &body,
+        404,
+        "NotFound",
+        "pizzas.restaurant.programming-kubernetes.info \"salami\" not found",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn protobuf_watch_frames() {
+    let server = TestServer::start(&[]).await;
+    let path = format!("{}?watch=1&timeoutSeconds=5", toppings("v1alpha1"));
+    let (code, headers, mut stream) = server
+        .stream(&path, "application/vnd.kubernetes.protobuf;stream=watch")
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        headers["content-type"],
+        "application/vnd.kubernetes.protobuf;stream=watch"
+    );
+    post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
+
+    let frame_len = |buf: &[u8]| {
+        buf.get(..4)
+            .map(|b| u32::from_be_bytes(b.try_into().unwrap()) as usize)
+    };
+    stream
+        .read_until(Duration::from_secs(5), "a whole frame", |buf| {
+            frame_len(buf).is_some_and(|len| buf.len() >= 4 + len)
+        })
+        .await;
+    let len = frame_len(&stream.buf).unwrap();
+    let (event_type, object) = decode_protobuf_watch_event(&stream.buf[4..4 + len]).unwrap();
+    assert_eq!(event_type, "ADDED");
+    let (type_meta, _) = decode_protobuf(&object).unwrap();
+    assert_eq!(type_meta.kind, "Topping");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn routes_scopes_and_metadata_views() {
+    let server = TestServer::start(&[]).await;
+    post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
+
+    // Paths a scope has no route for: 404; methods a path does not take: 405.
+    let not_found = [
+        format!("{GROUP}/v1alpha1/namespaces/default/toppings/salami"),
+        format!("{GROUP}/v1beta1/pizzas/x"),
+        format!("{GROUP}/v1/toppings"),
+        format!("{GROUP}/v1alpha1/sauces"),
+        format!("{GROUP}/v1alpha1/toppings/salami/status"),
+    ];
+    for path in not_found {
+        let (code, _, body) = get(&server, &path).await;
+        assert_status(
+            code,
+            &body,
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
+    }
+    for (method, path) in [
+        ("POST", format!("{}/salami", toppings("v1alpha1"))),
+        ("PUT", toppings("v1alpha1")),
+        ("POST", format!("{GROUP}/v1beta1/pizzas")),
+    ] {
+        let (code, _, _) = server.raw(method, &path, &[JSON], topping("x", 1.0)).await;
+        assert_eq!(code, 405, "{method} {path}");
+    }
+
+    let partial = (
+        "accept",
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+    );
+    let (code, _, body) = server
+        .raw("GET", &toppings("v1alpha1"), &[partial], vec![])
+        .await;
+    assert_eq!(code, 200);
+    let list = parse(&body);
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["items"][0]["metadata"]["name"], "salami");
+    assert!(list["items"][0].get("spec").is_none());
+    // The metadata of one object, in protobuf as the garbage collector's metadata client asks for it.
+    let partial_pb = (
+        "accept",
+        "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    );
+    let (code, _, body) = server
+        .raw(
+            "GET",
+            &format!("{}/salami", toppings("v1alpha1")),
+            &[partial_pb],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        decode_protobuf(&body).unwrap().0.kind,
+        "PartialObjectMetadata"
+    );
+    // A list where one object was asked for, and the reverse: 406.
+    let (code, _, body) = server
+        .raw(
+            "GET",
+            &format!("{}/salami", toppings("v1alpha1")),
+            &[partial],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 406, "{}", String::from_utf8_lossy(&body));
+
+    // Paging: one item per page, a continue token, all items once.
+    post(&server, &toppings("v1alpha1"), topping("tomato", 0.1)).await;
+    let (_, _, body) = get(&server, &format!("{}?limit=1", toppings("v1alpha1"))).await;
+    let page = parse(&body);
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert_eq!(page["metadata"]["remainingItemCount"], 1);
+    let token = page["metadata"]["continue"].as_str().unwrap().to_string();
+    let (_, _, body) = get(
+        &server,
+        &format!("{}?limit=1&continue={token}", toppings("v1alpha1")),
+    )
+    .await;
+    let page = parse(&body);
+    assert_eq!(page["items"][0]["metadata"]["name"], "tomato");
+    assert!(page["metadata"].get("continue").is_none());
+
+    // Options are validated with upstream's texts.
+    let (code, _, body) = post(
+        &server,
+        &format!("{}?dryRun=Yes", toppings("v1alpha1")),
+        topping("x", 1.0),
+    )
+    .await;
+    assert_status(
+        code,
+        &body,
+        422,
+        "Invalid",
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: \"Yes\": supported values: \"All\"",
+    );
+    let (code, _, _) = get(
+        &server,
+        &format!("{}?resourceVersionMatch=Exact", toppings("v1alpha1")),
+    )
+    .await;
+    assert_eq!(code, 422);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_ends_watches_cleanly() {
+    let server = TestServer::start(&[]).await;
+    let path = format!("{}?watch=1", toppings("v1alpha1"));
+    let (code, _, stream) = server.stream(&path, "application/json").await;
+    assert_eq!(code, 200);
+    let stop = tokio::spawn(server.stop());
+    let end = stream.end(Duration::from_secs(20)).await;
+    assert_eq!(end, Ok(()), "the stream ends cleanly, not with an error");
+    stop.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_list_initial_events_end_with_a_bookmark() {
+    let server = TestServer::start(&[]).await;
+    post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
+    post(&server, &toppings("v1alpha1"), topping("tomato", 0.1)).await;
+    let path = format!(
+        "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5",
+        toppings("v1alpha1")
+    );
+    let (code, _, mut stream) = server.stream(&path, "application/json").await;
+    assert_eq!(code, 200);
+    stream
+        .read_until(
+            Duration::from_secs(5),
+            "the initial events and their bookmark",
+            |buf| String::from_utf8_lossy(buf).contains("BOOKMARK"),
+        )
+        .await;
+    let events: Vec<Value> = String::from_utf8_lossy(&stream.buf)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["ADDED", "ADDED", "BOOKMARK"]);
+    let bookmark = &events[2]["object"];
+    assert_eq!(bookmark["kind"], "Topping");
+    assert_eq!(
+        bookmark["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(bookmark["metadata"]["resourceVersion"], "2");
+
+    // sendInitialEvents needs resourceVersionMatch=NotOlderThan, as upstream.
+    let bad = format!("{}?watch=1&sendInitialEvents=true", toppings("v1alpha1"));
+    let (code, _, body) = get(&server, &bad).await;
+    assert_status(
+        code,
+        &body,
+        422,
+        "Invalid",
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+    );
+}

@@ -1,0 +1,116 @@
+//! Hub → every served version → hub is the identity, through JSON, YAML and protobuf, for objects the reference
+//! server's fuzzer would make (non-empty toppings, unique names, quantity 1..10).
+
+use apiserver::codec::{FieldValidation, MediaType};
+use apiserver::meta::{ObjectMeta, Time};
+use apiserver::runtime::Resource;
+use chrono::TimeZone;
+use pizza_apiserver::restaurant::{
+    Pizza, PizzaSpec, PizzaStatus, PizzaTopping, Topping, ToppingSpec,
+};
+use pizza_apiserver::{pizza_codec, topping_codec};
+use proptest::prelude::*;
+
+fn meta(namespaced: bool) -> impl Strategy<Value = ObjectMeta> {
+    (
+        "[a-z][a-z0-9-]{0,20}",
+        prop::collection::btree_map("[a-z]{1,8}", "[a-z0-9]{0,8}", 0..3),
+        0i64..2_000_000_000,
+        1i64..100,
+    )
+        .prop_map(move |(name, labels, created, generation)| ObjectMeta {
+            namespace: if namespaced {
+                "default".into()
+            } else {
+                String::new()
+            },
+            uid: format!("uid-{name}"),
+            resource_version: generation.to_string(),
+            generation,
+            creation_timestamp: Some(Time(chrono::Utc.timestamp_opt(created, 0).unwrap())),
+            labels,
+            name,
+            ..ObjectMeta::default()
+        })
+}
+
+fn cost() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        Just(0.0),
+        -1.0e6f64..1.0e6,
+        (0u32..10_000).prop_map(|c| f64::from(c) / 100.0)
+    ]
+}
+
+fn pizza() -> impl Strategy<Value = Pizza> {
+    (
+        meta(true),
+        prop::collection::btree_map("[a-z]{1,10}", 1i32..=10, 1..6),
+        cost(),
+    )
+        .prop_map(|(metadata, toppings, cost)| Pizza {
+            metadata,
+            spec: PizzaSpec {
+                toppings: toppings
+                    .into_iter()
+                    .map(|(name, quantity)| PizzaTopping { name, quantity })
+                    .collect(),
+            },
+            status: PizzaStatus { cost },
+        })
+}
+
+fn topping() -> impl Strategy<Value = Topping> {
+    (meta(false), cost()).prop_map(|(metadata, cost)| Topping {
+        metadata,
+        spec: ToppingSpec { cost },
+    })
+}
+
+proptest! {
+    #[test]
+    fn pizzas_round_trip_through_every_version_and_format(pizza in pizza()) {
+        let codec = pizza_codec();
+        for version in codec.versions() {
+            for format in MediaType::ALL {
+                let bytes = codec.encode(&pizza, version, format).unwrap();
+                let back = codec.decode(&bytes, format, version, FieldValidation::Strict).unwrap();
+                prop_assert!(back.warnings.is_empty());
+                prop_assert_eq!(&back.object, &pizza, "{} {:?}", version, format);
+            }
+        }
+        let stored = codec.encode_stored(&pizza, MediaType::Json).unwrap();
+        prop_assert_eq!(codec.decode_stored(&stored).unwrap(), pizza);
+    }
+
+    #[test]
+    fn toppings_round_trip_through_every_version_and_format(topping in topping()) {
+        let codec = topping_codec();
+        for version in codec.versions() {
+            for format in MediaType::ALL {
+                let bytes = codec.encode(&topping, version, format).unwrap();
+                let back = codec.decode(&bytes, format, version, FieldValidation::Strict).unwrap();
+                prop_assert_eq!(&back.object, &topping, "{} {:?}", version, format);
+            }
+        }
+    }
+}
+
+#[test]
+fn identity_of_the_hub_types() {
+    assert_eq!(Pizza::PLURAL, "pizzas");
+    assert_eq!(Pizza::SINGULAR, "pizza");
+    assert!(Pizza::namespaced());
+    assert_eq!(Topping::PLURAL, "toppings");
+    assert!(!Topping::namespaced());
+    assert_eq!(
+        Pizza::group_resource().to_string(),
+        "pizzas.restaurant.programming-kubernetes.info"
+    );
+    assert_eq!(Pizza::PRINTER_COLUMNS[0].json_path, ".status.cost");
+    assert_eq!(
+        pizza_codec().versions().collect::<Vec<_>>(),
+        ["v1beta1", "v1alpha1"]
+    );
+    assert_eq!(pizza_codec().storage_version_name(), Some("v1alpha1"));
+}

@@ -1,0 +1,264 @@
+//! An in-process pizza server on a free loopback port with a temporary data directory, and clients for it: the
+//! installed `kubectl` (through the kubeconfig the server writes) and kube-rs for raw HTTP.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use clap::Parser;
+use pizza_apiserver::server::{Options, start};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub struct TestServer {
+    pub url: String,
+    pub kubeconfig: PathBuf,
+    pub dir: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl TestServer {
+    /// Starts the server with `args` after the port and data-dir flags (the default backend, RocksDB, unless given).
+    pub async fn start(args: &[&str]) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Self::start_in(dir, args).await
+    }
+
+    pub async fn start_in(dir: tempfile::TempDir, args: &[&str]) -> TestServer {
+        let server = Self::start_unready(dir, args).await;
+        server.wait_ready().await;
+        server
+    }
+
+    /// Starts the server without waiting for `/readyz`.
+    pub async fn start_unready(dir: tempfile::TempDir, args: &[&str]) -> TestServer {
+        let data_dir = dir.path().to_str().expect("utf-8 temp path").to_string();
+        let mut argv = vec![
+            "pizza-apiserver",
+            "--secure-port=0",
+            "--data-dir",
+            &data_dir,
+        ];
+        argv.extend_from_slice(args);
+        let options = Options::parse_from(argv);
+        let started = start(options).await.expect("server starts");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = started.server;
+        let task = tokio::spawn(async move {
+            server
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("server runs");
+        });
+        TestServer {
+            url: started.url,
+            kubeconfig: started.kubeconfig,
+            dir,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Waits until `/readyz` answers 200 (the watch caches have loaded).
+    async fn wait_ready(&self) {
+        let client = self.client().await;
+        for _ in 0..200 {
+            let request = http::Request::get("/readyz")
+                .body(kube::client::Body::from(Vec::new()))
+                .unwrap();
+            if let Ok(response) = client.send(request).await
+                && response.status() == 200
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("server did not become ready");
+    }
+
+    /// Stops the server and waits for it to finish; returns the data directory for a restart.
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::mem::replace(&mut self.dir, dir)
+    }
+
+    /// A kube-rs client from the written kubeconfig.
+    pub async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("config");
+        kube::Client::try_from(config).expect("client")
+    }
+
+    /// Runs kubectl with this server's kubeconfig.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        kubectl(&self.kubeconfig, args, None)
+    }
+
+    /// Runs kubectl with `stdin` as its input (`-f -`).
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        kubectl(&self.kubeconfig, args, Some(stdin))
+    }
+
+    /// Runs kubectl and returns its stdout, failing the test with stderr if it fails.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn kubectl_stdin_ok(&self, args: &[&str], stdin: &str) -> String {
+        let out = self.kubectl_stdin(args, stdin);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Opens a streaming GET (e.g. a watch) and returns its status, headers and body stream.
+    pub async fn stream(&self, path: &str, accept: &str) -> (u16, http::HeaderMap, Stream) {
+        let request = http::Request::get(path)
+            .header("accept", accept)
+            .body(kube::client::Body::from(Vec::new()))
+            .unwrap();
+        let response = self
+            .client()
+            .await
+            .send(request)
+            .await
+            .expect("request sent");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let stream = Stream {
+            body: response.into_body(),
+            buf: Vec::new(),
+        };
+        (status, headers, stream)
+    }
+
+    /// A raw request through kube-rs: status, headers and body, whatever the status.
+    pub async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> (u16, http::HeaderMap, Vec<u8>) {
+        let mut request = http::Request::builder().method(method).uri(path);
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        let response = self
+            .client()
+            .await
+            .send(request.body(kube::client::Body::from(body)).unwrap())
+            .await
+            .expect("request sent");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = http_body_util_collect(response.into_body()).await;
+        (status, headers, body)
+    }
+}
+
+/// An open streaming response (a watch), read as it arrives.
+pub struct Stream {
+    body: kube::client::Body,
+    /// Everything read so far.
+    pub buf: Vec<u8>,
+}
+
+impl Stream {
+    /// Reads until `done(&buf)`; panics with `what` if that takes longer than `within`.
+    pub async fn read_until(&mut self, within: Duration, what: &str, done: impl Fn(&[u8]) -> bool) {
+        use http_body_util::BodyExt;
+        let deadline = tokio::time::Instant::now() + within;
+        while !done(&self.buf) {
+            let frame = tokio::time::timeout_at(deadline, self.body.frame())
+                .await
+                .unwrap_or_else(|_| panic!("{what} within {within:?}"))
+                .expect("stream still open")
+                .expect("stream readable");
+            if let Ok(chunk) = frame.into_data() {
+                self.buf.extend_from_slice(&chunk);
+            }
+        }
+    }
+
+    /// Waits for the stream to end: `Ok` when it ends cleanly, `Err` with the transport error otherwise.
+    pub async fn end(mut self, within: Duration) -> Result<(), String> {
+        use http_body_util::BodyExt;
+        tokio::time::timeout(within, async {
+            loop {
+                match self.body.frame().await {
+                    None => return Ok(()),
+                    Some(Err(e)) => return Err(e.to_string()),
+                    Some(Ok(_)) => {}
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the stream did not end within {within:?}"))
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+async fn http_body_util_collect(body: kube::client::Body) -> Vec<u8> {
+    use http_body_util::BodyExt;
+    body.collect().await.expect("body read").to_bytes().to_vec()
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    let mut command = Command::new("kubectl");
+    command
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("HOME", kubeconfig.parent().unwrap_or(Path::new("/tmp")))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("kubectl is installed");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+    } else {
+        drop(child.stdin.take());
+    }
+    child.wait_with_output().expect("kubectl runs")
+}
+
+/// The example manifests of the README.
+pub const TOPPINGS: &str = include_str!("../../artifacts/toppings.yaml");
+pub const MARGHERITA: &str = include_str!("../../artifacts/margherita.yaml");

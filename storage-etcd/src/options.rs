@@ -1,0 +1,264 @@
+//! The etcd flags, with upstream's names (`k8s.io/apiserver/pkg/server/options/etcd.go`), and the configuration
+//! they complete into.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::ConnectError;
+
+/// The default `--etcd-compaction-interval` (upstream `DefaultCompactInterval`).
+pub const DEFAULT_COMPACTION_INTERVAL: Duration = Duration::from_secs(5 * 60);
+
+/// The prefix upstream uses when a server sets none (`--etcd-prefix` default of kube-apiserver).
+pub const DEFAULT_ETCD_PREFIX: &str = "/registry";
+
+/// How objects are encoded in etcd (`--storage-media-type`). Storage itself treats values as opaque bytes; the
+/// layer that encodes them reads this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StorageMediaType {
+    /// `application/json`: what the Go pizza-apiserver writes, readable by it.
+    #[value(name = "application/json")]
+    Json,
+    /// `application/vnd.kubernetes.protobuf`: the `k8s\0` protobuf envelope.
+    #[value(name = "application/vnd.kubernetes.protobuf")]
+    Protobuf,
+}
+
+impl StorageMediaType {
+    /// The media type string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StorageMediaType::Json => "application/json",
+            StorageMediaType::Protobuf => "application/vnd.kubernetes.protobuf",
+        }
+    }
+}
+
+/// The etcd flags of a server, flattened into its `clap` options (`#[command(flatten)]`).
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+pub struct EtcdOptions {
+    /// List of etcd servers to connect with (scheme://ip:port), comma separated.
+    #[arg(long = "etcd-servers", value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
+
+    /// The prefix to prepend to all resource paths in etcd (the server's own default when unset).
+    #[arg(long = "etcd-prefix")]
+    pub etcd_prefix: Option<String>,
+
+    /// SSL Certificate Authority file used to secure etcd communication.
+    #[arg(long = "etcd-cafile")]
+    pub etcd_cafile: Option<PathBuf>,
+
+    /// SSL certification file used to secure etcd communication.
+    #[arg(long = "etcd-certfile")]
+    pub etcd_certfile: Option<PathBuf>,
+
+    /// SSL key file used to secure etcd communication.
+    #[arg(long = "etcd-keyfile")]
+    pub etcd_keyfile: Option<PathBuf>,
+
+    /// The interval of compaction requests. If 0, the compaction request from the apiserver is disabled.
+    #[arg(long = "etcd-compaction-interval", default_value = "5m0s", value_parser = parse_go_duration)]
+    pub etcd_compaction_interval: Duration,
+
+    /// The media type to use to store objects in storage.
+    #[arg(
+        long = "storage-media-type",
+        value_enum,
+        default_value = "application/json"
+    )]
+    pub storage_media_type: StorageMediaType,
+}
+
+impl Default for EtcdOptions {
+    fn default() -> Self {
+        EtcdOptions {
+            etcd_servers: Vec::new(),
+            etcd_prefix: None,
+            etcd_cafile: None,
+            etcd_certfile: None,
+            etcd_keyfile: None,
+            etcd_compaction_interval: DEFAULT_COMPACTION_INTERVAL,
+            storage_media_type: StorageMediaType::Json,
+        }
+    }
+}
+
+impl EtcdOptions {
+    /// Completes the options into a [`EtcdConfig`]; `default_prefix` is the server's own prefix (the pizza server's
+    /// is `/registry/pizza-apiserver.programming-kubernetes.info`), used when `--etcd-prefix` is unset.
+    pub fn config(&self, default_prefix: &str) -> Result<EtcdConfig, ConnectError> {
+        if self.etcd_servers.iter().all(|s| s.trim().is_empty()) {
+            return Err(ConnectError::Options("--etcd-servers must be set".into()));
+        }
+        let tls = match (&self.etcd_cafile, &self.etcd_certfile, &self.etcd_keyfile) {
+            (None, None, None) => None,
+            (ca, cert, key) => {
+                let identity = match (cert, key) {
+                    (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+                    (None, None) => None,
+                    _ => {
+                        return Err(ConnectError::Options(
+                            "--etcd-certfile and --etcd-keyfile must be given together".into(),
+                        ));
+                    }
+                };
+                Some(TlsFiles {
+                    ca_file: ca.clone(),
+                    identity,
+                })
+            }
+        };
+        Ok(EtcdConfig {
+            endpoints: self
+                .etcd_servers
+                .iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            prefix: self
+                .etcd_prefix
+                .clone()
+                .unwrap_or_else(|| default_prefix.to_string()),
+            tls,
+            compaction_interval: Some(self.etcd_compaction_interval).filter(|d| !d.is_zero()),
+        })
+    }
+}
+
+/// TLS files for the connection to etcd.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The CA that signed etcd's serving certificate (the system roots are not used).
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate and its key, for etcd's `--client-cert-auth`.
+    pub identity: Option<(PathBuf, PathBuf)>,
+}
+
+/// Everything [`EtcdStorage::connect`](crate::EtcdStorage::connect) needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdConfig {
+    /// Client URLs (`http://` or `https://`).
+    pub endpoints: Vec<String>,
+    /// The server's etcd prefix; the health key is read under it. Object keys arrive complete from the layer
+    /// above (built with `ResourceKeys` from the same prefix) and are written verbatim.
+    pub prefix: String,
+    /// TLS settings, for `https://` endpoints.
+    pub tls: Option<TlsFiles>,
+    /// How often to try to compact; `None` disables this server's compactor.
+    pub compaction_interval: Option<Duration>,
+}
+
+impl EtcdConfig {
+    /// A plain-text configuration for `endpoints` with the given prefix and the default compaction interval.
+    pub fn new(endpoints: impl IntoIterator<Item = impl Into<String>>, prefix: &str) -> Self {
+        EtcdConfig {
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
+            prefix: prefix.to_string(),
+            tls: None,
+            compaction_interval: Some(DEFAULT_COMPACTION_INTERVAL),
+        }
+    }
+}
+
+/// Parses a Go `time.Duration` string as upstream flags accept it: `5m0s`, `1h30m`, `300ms`, `1.5s`, `0`.
+pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() || s.starts_with('-') {
+        return Err(format!("invalid duration {s:?}"));
+    }
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("invalid duration {s:?}: missing unit"))?;
+        let (num, tail) = rest.split_at(num_len);
+        let value: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let seconds = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(format!("invalid duration {s:?}: unknown unit {unit:?}")),
+        };
+        total += value * seconds;
+        rest = tail;
+    }
+    Duration::try_from_secs_f64(total).map_err(|e| format!("invalid duration {s:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        etcd: EtcdOptions,
+    }
+
+    #[test]
+    fn parses_go_durations() {
+        assert_eq!(parse_go_duration("5m0s"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_go_duration("300ms"), Ok(Duration::from_millis(300)));
+        assert_eq!(parse_go_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
+        for bad in ["", "5", "5x", "-1s", "m"] {
+            assert!(parse_go_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn flags_have_upstream_names_and_defaults() {
+        let cli = Cli::parse_from([
+            "x",
+            "--etcd-servers",
+            "http://127.0.0.1:1,http://127.0.0.1:2",
+        ]);
+        assert_eq!(cli.etcd.etcd_servers.len(), 2);
+        assert_eq!(
+            cli.etcd.etcd_compaction_interval,
+            DEFAULT_COMPACTION_INTERVAL
+        );
+        assert_eq!(cli.etcd.storage_media_type, StorageMediaType::Json);
+        let cfg = cli.etcd.config("/registry/x").unwrap();
+        assert_eq!(cfg.prefix, "/registry/x");
+        assert!(cfg.tls.is_none());
+
+        let cli = Cli::parse_from([
+            "x",
+            "--etcd-servers=https://127.0.0.1:1",
+            "--etcd-prefix=/p",
+            "--etcd-cafile=/ca",
+            "--etcd-certfile=/c",
+            "--etcd-keyfile=/k",
+            "--etcd-compaction-interval=0",
+            "--storage-media-type=application/vnd.kubernetes.protobuf",
+        ]);
+        let cfg = cli.etcd.config("/registry/x").unwrap();
+        assert_eq!(cfg.prefix, "/p");
+        assert_eq!(cfg.compaction_interval, None);
+        assert_eq!(
+            cfg.tls.unwrap().identity,
+            Some((PathBuf::from("/c"), PathBuf::from("/k")))
+        );
+        assert_eq!(
+            cli.etcd.storage_media_type.as_str(),
+            "application/vnd.kubernetes.protobuf"
+        );
+        assert!(Cli::try_parse_from(["x", "--storage-media-type=text/plain"]).is_err());
+        assert!(EtcdOptions::default().config("/r").is_err());
+    }
+}

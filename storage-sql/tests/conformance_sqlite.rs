@@ -1,0 +1,5 @@
+//! The shared storage conformance suite against SQLite on a temporary file, one test per case.
+
+mod common;
+
+apiserver::storage_conformance!(|| async { common::dyn_store(common::sqlite_store().await) });

@@ -1,0 +1,9 @@
+//! The shared storage conformance suite against SQLite through the watch cache.
+
+mod common;
+
+use apiserver::storage::testing::cached;
+
+apiserver::storage_conformance!(|| async {
+    cached(common::dyn_store(common::sqlite_store().await))
+});
