@@ -3,17 +3,19 @@
 
 use std::time::Duration;
 
-/// Tuning of the RocksDB backend, as flags a server flattens into its own (`#[command(flatten)]`).
+/// Tuning of the RocksDB backend, as flags a server flattens into its own (`#[command(flatten)]`); argument ids
+/// carry the `rocksdb_` prefix so they never clash with other backends' flattened options.
 #[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
 pub struct RocksOptions {
     /// Acknowledge writes before RocksDB's write-ahead log is synced to disk. Much faster; a killed process still
     /// loses nothing (the log is in the OS page cache), but an OS crash or power loss can lose the last writes.
-    #[arg(long = "rocksdb-unsafe-no-sync")]
+    #[arg(id = "rocksdb_unsafe_no_sync", long = "rocksdb-unsafe-no-sync")]
     pub unsafe_no_sync: bool,
 
     /// How often history is compacted: each run discards the revisions older than the one seen a run earlier, so
     /// at least this much history stays readable (upstream's `--etcd-compaction-interval`). `0` disables it.
     #[arg(
+        id = "rocksdb_compaction_interval",
         long = "rocksdb-compaction-interval",
         default_value = "5m",
         value_parser = parse_duration
@@ -22,7 +24,11 @@ pub struct RocksOptions {
 
     /// How many events a watcher may fall behind before it is cut off with an error (so a slow client cannot
     /// grow the server's memory).
-    #[arg(long = "rocksdb-watch-buffer", default_value_t = 1024)]
+    #[arg(
+        id = "rocksdb_watch_buffer",
+        long = "rocksdb-watch-buffer",
+        default_value_t = 1024
+    )]
     pub watch_buffer: usize,
 }
 

@@ -319,3 +319,30 @@ users:
         source,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::{Backend, Options};
+
+    /// Every backend's flags flatten into one command line without clashing names.
+    #[test]
+    fn command_line_is_consistent() {
+        Options::command().debug_assert();
+    }
+
+    #[test]
+    fn rocksdb_is_the_default_backend() {
+        let options = Options::try_parse_from(["pizza-apiserver"]).expect("no flags parse");
+        assert_eq!(options.storage_backend, Backend::Rocksdb);
+        let options = Options::try_parse_from([
+            "pizza-apiserver",
+            "--rocksdb-watch-buffer=8",
+            "--storage-watch-buffer=16",
+        ])
+        .expect("both backends' buffers parse");
+        assert_eq!(options.rocks.watch_buffer, 8);
+        assert_eq!(options.sql.watch_buffer, 16);
+    }
+}
