@@ -194,7 +194,18 @@ impl RocksStorage {
             ColumnFamilyDescriptor::new(CF_HISTORY, churn_opts.clone()),
             ColumnFamilyDescriptor::new(CF_LOG, churn_opts),
         ];
-        let db = DB::open_cf_descriptors(&db_opts, path, cfs).map_err(|e| open_error(path, e))?;
+        let db = DB::open_cf_descriptors(&db_opts, path, cfs).map_err(|e| {
+            if e.as_ref().contains("LOCK:") {
+                open_error(
+                    path,
+                    format!(
+                        "{e} (the database is already open, in another process or in this one)"
+                    ),
+                )
+            } else {
+                open_error(path, e)
+            }
+        })?;
 
         let format = meta(db.get(META_FORMAT), "format")?;
         let revision = meta(db.get(META_REVISION), "revision")?;

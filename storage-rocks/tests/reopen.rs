@@ -151,3 +151,19 @@ async fn a_database_is_opened_by_one_store_at_a_time() {
     // …and the last one releases it.
     RocksStorage::open(dir.path(), &options()).expect("open after close");
 }
+
+#[test]
+fn a_database_in_use_is_refused_with_a_clear_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let first = RocksStorage::open(dir.path(), &options()).expect("first open");
+    let second = RocksStorage::open(dir.path(), &options())
+        .err()
+        .expect("a second open of the same directory fails");
+    let text = second.to_string();
+    assert!(
+        text.contains("cannot open RocksDB at") && text.contains("the database is already open"),
+        "{text}"
+    );
+    drop(first);
+    RocksStorage::open(dir.path(), &options()).expect("open again once the first store is closed");
+}

@@ -200,6 +200,13 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
 
 async fn open_backend(options: &Options) -> Result<Arc<dyn Storage>, StartError> {
     let error = |e: &dyn std::fmt::Display| StartError::Storage(e.to_string());
+    // At startup the storage error's own message says it all; the Status-style wrapper is for clients.
+    let open_error = |e: apiserver::storage::StorageError| match e {
+        apiserver::storage::StorageError::Unreachable { message, .. } => {
+            StartError::Storage(message)
+        }
+        other => StartError::Storage(other.to_string()),
+    };
     match options.storage_backend {
         Backend::Memory => Ok(Arc::new(MemoryStorage::new())),
         Backend::Rocksdb => {
@@ -209,7 +216,7 @@ async fn open_backend(options: &Options) -> Result<Arc<dyn Storage>, StartError>
             let store = tokio::task::spawn_blocking(move || RocksStorage::open(path, &rocks))
                 .await
                 .map_err(|e| error(&e))?
-                .map_err(|e| error(&e))?;
+                .map_err(open_error)?;
             Ok(store.into_dyn())
         }
         Backend::Sqlite | Backend::Postgres => {
@@ -229,10 +236,7 @@ async fn open_backend(options: &Options) -> Result<Arc<dyn Storage>, StartError>
                 url: Some(url),
                 ..options.sql.clone()
             };
-            Ok(SqlStorage::open(&sql)
-                .await
-                .map_err(|e| error(&e))?
-                .into_dyn())
+            Ok(SqlStorage::open(&sql).await.map_err(open_error)?.into_dyn())
         }
         Backend::Etcd => Ok(EtcdStorage::from_options(&options.etcd, STORAGE_PREFIX)
             .await
