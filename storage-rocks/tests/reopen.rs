@@ -156,9 +156,9 @@ async fn a_database_is_opened_by_one_store_at_a_time() {
 fn a_database_in_use_is_refused_with_a_clear_error() {
     let dir = tempfile::tempdir().expect("temp dir");
     let first = RocksStorage::open(dir.path(), &options()).expect("first open");
-    let second = RocksStorage::open(dir.path(), &options())
-        .err()
-        .expect("a second open of the same directory fails");
+    let Err(second) = RocksStorage::open(dir.path(), &options()) else {
+        panic!("a second open of the same directory succeeded");
+    };
     let text = second.to_string();
     assert!(
         text.contains("cannot open RocksDB at") && text.contains("the database is already open"),
