@@ -5,7 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/packages.sh
 # Tests also start real etcd and Postgres servers and drive the server with kubectl (installed on the machine).
-ensure_packages "${BUILD_PACKAGES[@]}" etcd-server postgresql-15
+ensure_packages "${BUILD_PACKAGES[@]}" etcd-server postgresql-15 python3-venv
+
+# The official Kubernetes Python client, for tests/python_client.rs, in a virtualenv next to the build.
+PYTHON_CLIENT_VENV="$(realpath -m "${CARGO_TARGET_DIR:-target}")/python-client"
+if ! "$PYTHON_CLIENT_VENV/bin/python" -c 'import kubernetes' 2>/dev/null; then
+  python3 -m venv "$PYTHON_CLIENT_VENV"
+  "$PYTHON_CLIENT_VENV/bin/pip" install -q 'kubernetes==37.0.2'
+fi
+export PIZZA_TEST_PYTHON="$PYTHON_CLIENT_VENV/bin/python"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
