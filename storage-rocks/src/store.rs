@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use apiserver::storage::{
-    GetOptions, ListOptions, ListResult, Preconditions, Stats, Storage, StorageError, StoredObject,
-    TryUpdate, ValidateDeletion, WatchOptions, WatchStream, validate_key,
+    Change, GetOptions, ListOptions, ListResult, Preconditions, Stats, Storage, StorageError,
+    StoredObject, TryUpdate, ValidateDeletion, WatchOptions, WatchStream, validate_key,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -24,7 +24,7 @@ use crate::encoding::{
     parse_latest_value,
 };
 use crate::scan::{self, meta};
-use crate::watch::{self, LogEntry, Watchers};
+use crate::watch::{self, Watchers};
 use crate::writer::{self, Op, Outcome, Request};
 
 /// Maps a RocksDB error.
@@ -77,7 +77,7 @@ impl Shared {
     }
 
     /// Makes a committed batch visible: advances the revision and tells the watchers, atomically for new watches.
-    pub(crate) fn publish(&self, last: u64, entries: &[Arc<LogEntry>]) {
+    pub(crate) fn publish(&self, last: u64, entries: &[Arc<Change>]) {
         let mut watchers = self.lock_watchers();
         self.committed.store(last, Ordering::Release);
         watchers.broadcast(entries);

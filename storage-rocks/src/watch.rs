@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use apiserver::storage::{
-    EventType, KeyRange, Predicate, StorageError, StoredObject, WatchEvent, WatchOptions,
+    Change, EventType, KeyRange, Predicate, StorageError, StoredObject, WatchEvent, WatchOptions,
     WatchStream,
 };
 use bytes::Bytes;
@@ -24,19 +24,8 @@ use crate::encoding::{CF_HISTORY, CF_LOG, LogRecord, WriteKind, history_key};
 use crate::scan::{Snapshot, read_history, scan_at};
 use crate::store::{Shared, db_err};
 
-/// One committed write, as watchers see it.
-#[derive(Debug)]
-pub(crate) struct LogEntry {
-    pub(crate) revision: u64,
-    pub(crate) key: String,
-    /// The new value; `None` for a deletion.
-    pub(crate) value: Option<Bytes>,
-    /// The value before the write.
-    pub(crate) prev: Option<Bytes>,
-}
-
 enum Notification {
-    Entry(Arc<LogEntry>),
+    Entry(Arc<Change>),
     Progress(u64),
 }
 
@@ -69,7 +58,7 @@ pub(crate) struct Watchers {
 
 impl Watchers {
     /// Fans committed entries out to the watchers whose range they fall in.
-    pub(crate) fn broadcast(&mut self, entries: &[Arc<LogEntry>]) {
+    pub(crate) fn broadcast(&mut self, entries: &[Arc<Change>]) {
         self.slots.retain(|w| {
             let mut alive = !w.tx.is_closed();
             for e in entries {
@@ -214,7 +203,7 @@ fn replay(
                 record.prev_revision,
             )?),
         };
-        pending.push_back(Pending::Entry(Arc::new(LogEntry {
+        pending.push_back(Pending::Entry(Arc::new(Change {
             revision,
             key: record.key,
             value,
@@ -237,7 +226,7 @@ fn require(v: Option<Bytes>, key: &str, revision: u64) -> Result<Bytes, StorageE
 
 enum Pending {
     Initial(StoredObject),
-    Entry(Arc<LogEntry>),
+    Entry(Arc<Change>),
     Ready(WatchEvent),
 }
 
@@ -286,7 +275,7 @@ impl WatchState {
                 Pending::Ready(ev) => Some(ev),
                 Pending::Initial(obj) => matches(&self.predicate, &obj.value)
                     .then(|| WatchEvent::object(EventType::Added, obj, None)),
-                Pending::Entry(e) => transform(&self.predicate, &e),
+                Pending::Entry(e) => e.event_for(&self.predicate),
             };
             if let Some(ev) = event {
                 return Some(ev);
@@ -298,48 +287,4 @@ impl WatchState {
 /// Whether a value is selected; an extraction failure counts as not selected (as upstream's watcher filter).
 fn matches(p: &Predicate, value: &[u8]) -> bool {
     p.matches(value).unwrap_or(false)
-}
-
-/// Turns a write into the event a watcher with predicate `p` sees (upstream etcd3 watcher `transform`).
-fn transform(p: &Predicate, e: &LogEntry) -> Option<WatchEvent> {
-    let obj = |value: &Bytes| StoredObject {
-        key: e.key.clone(),
-        value: value.clone(),
-        revision: e.revision,
-    };
-    match (&e.value, &e.prev) {
-        (Some(new), None) => {
-            matches(p, new).then(|| WatchEvent::object(EventType::Added, obj(new), None))
-        }
-        (Some(new), Some(old)) => {
-            if p.is_everything() {
-                return Some(WatchEvent::object(
-                    EventType::Modified,
-                    obj(new),
-                    Some(old.clone()),
-                ));
-            }
-            match (matches(p, old), matches(p, new)) {
-                (true, true) => Some(WatchEvent::object(
-                    EventType::Modified,
-                    obj(new),
-                    Some(old.clone()),
-                )),
-                (false, true) => Some(WatchEvent::object(
-                    EventType::Added,
-                    obj(new),
-                    Some(old.clone()),
-                )),
-                (true, false) => Some(WatchEvent::object(
-                    EventType::Deleted,
-                    obj(old),
-                    Some(old.clone()),
-                )),
-                (false, false) => None,
-            }
-        }
-        (None, Some(old)) => matches(p, old)
-            .then(|| WatchEvent::object(EventType::Deleted, obj(old), Some(old.clone()))),
-        (None, None) => None,
-    }
 }

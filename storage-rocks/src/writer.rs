@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use apiserver::storage::{StorageError, StoredObject};
+use apiserver::storage::{Change, StorageError, StoredObject};
 use bytes::Bytes;
 use rocksdb::{WriteBatch, WriteOptions};
 use tokio::sync::oneshot;
@@ -20,7 +20,6 @@ use crate::encoding::{
     latest_value,
 };
 use crate::store::Shared;
-use crate::watch::LogEntry;
 
 /// At most this many requests share one batch.
 const MAX_GROUP: usize = 512;
@@ -211,7 +210,7 @@ fn commit(shared: &Shared, write_opts: &WriteOptions, group: Vec<Request>) {
                         revision,
                     })),
                 ));
-                entries.push(Arc::new(LogEntry {
+                entries.push(Arc::new(Change {
                     revision,
                     key,
                     value,

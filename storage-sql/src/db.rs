@@ -7,7 +7,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use apiserver::storage::{StorageError, StoredObject};
+use apiserver::storage::{Change, StorageError, StoredObject};
 use bytes::Bytes;
 use sqlx::Row;
 
@@ -194,17 +194,6 @@ impl KeyRow {
     }
 }
 
-/// One row of the log, as watches see it.
-#[derive(Clone, Debug)]
-pub(crate) struct LogRow {
-    pub revision: u64,
-    pub key: String,
-    /// The new value; `None` for a deletion.
-    pub value: Option<Bytes>,
-    /// The value before the write.
-    pub prev: Option<Bytes>,
-}
-
 /// What a conditional write did.
 pub(crate) enum WriteOutcome {
     /// Appended at `revision`; `prev` is the value it replaced (the deleted value for a delete).
@@ -305,7 +294,7 @@ where
     }))
 }
 
-fn log_row<R>(row: &R) -> Result<LogRow, StorageError>
+fn log_row<R>(row: &R) -> Result<Change, StorageError>
 where
     R: Row,
     usize: sqlx::ColumnIndex<R>,
@@ -318,7 +307,7 @@ where
     let deleted: bool = get(row, 2)?;
     let value: Vec<u8> = get(row, 3)?;
     let old: Option<Vec<u8>> = get(row, 4)?;
-    Ok(LogRow {
+    Ok(Change {
         revision: rev_of(get(row, 0)?)?,
         key: get(row, 1)?,
         value: (!deleted).then(|| Bytes::from(value)),
@@ -523,7 +512,7 @@ impl Db {
         after: u64,
         upto: u64,
         limit: usize,
-    ) -> Result<Vec<LogRow>, StorageError> {
+    ) -> Result<Vec<Change>, StorageError> {
         with_reader!(self, |pool, _sql| {
             let rows = sqlx::query(LOG)
                 .bind(rev_arg(after))
@@ -543,7 +532,7 @@ impl Db {
         upto: u64,
         start: &str,
         end: &str,
-    ) -> Result<Vec<LogRow>, StorageError> {
+    ) -> Result<Vec<Change>, StorageError> {
         with_reader!(self, |pool, _sql| {
             let rows = sqlx::query(LOG_RANGE)
                 .bind(rev_arg(after))

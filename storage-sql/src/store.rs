@@ -5,14 +5,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use apiserver::storage::{
-    GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Stats, Storage, StorageError,
-    StoredObject, TryUpdate, ValidateDeletion, WatchEvent, WatchOptions, WatchStream,
+    Change, GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Stats, Storage,
+    StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent, WatchOptions, WatchStream,
     encode_continue, plan_list, validate_key,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::db::{Db, Dialect, Expect, From, LogRow, WriteOutcome};
+use crate::db::{Db, Dialect, Expect, From, WriteOutcome};
 use crate::options::SqlStorageOptions;
 use crate::watch::{self, Hub, Pending, WatchState};
 
@@ -208,7 +208,7 @@ impl SqlStorage {
     ) -> Result<WriteOutcome, StorageError> {
         let out = self.inner.db.write(key, expect, value).await?;
         if let WriteOutcome::Written { revision, prev } = &out {
-            self.inner.hub.publish_local(LogRow {
+            self.inner.hub.publish_local(Change {
                 revision: *revision,
                 key: key.to_string(),
                 value: value.cloned(),

@@ -12,17 +12,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use apiserver::storage::{EventType, KeyRange, Predicate, StorageError, StoredObject, WatchEvent};
-use bytes::Bytes;
+use apiserver::storage::{
+    Change, EventType, KeyRange, Predicate, StorageError, StoredObject, WatchEvent,
+};
 use tokio::sync::{Notify, mpsc, watch};
 
-use crate::db::{Db, LogRow};
+use crate::db::Db;
 
 /// How many log rows the tailer reads per query.
 const TAIL_BATCH: usize = 1000;
 
 pub(crate) enum Notification {
-    Entry(Arc<LogRow>),
+    Entry(Arc<Change>),
     Progress(u64),
     Failed(StorageError),
 }
@@ -40,7 +41,7 @@ struct State {
     last: u64,
     watchers: Vec<Slot>,
     /// Local writes that committed ahead of a revision not yet seen.
-    local: BTreeMap<u64, Arc<LogRow>>,
+    local: BTreeMap<u64, Arc<Change>>,
     /// The log must be read (a remote write, a poll, or a gap).
     need_read: bool,
     progress_requested: bool,
@@ -82,7 +83,7 @@ impl Hub {
     }
 
     /// A write of this process committed at `row.revision`.
-    pub fn publish_local(&self, row: LogRow) {
+    pub fn publish_local(&self, row: Change) {
         let mut s = self.lock();
         if row.revision <= s.last {
             return;
@@ -198,7 +199,7 @@ fn send(w: &Slot, n: Notification) -> bool {
     }
 }
 
-fn broadcast(s: &mut State, row: Arc<LogRow>) {
+fn broadcast(s: &mut State, row: Arc<Change>) {
     s.last = row.revision;
     s.watchers.retain(|w| {
         if w.range.contains(&row.key) {
@@ -309,7 +310,7 @@ pub(crate) enum Pending {
     /// The state at the start revision, as ADDED.
     Initial(StoredObject),
     /// A write from history.
-    Entry(Arc<LogRow>),
+    Entry(Arc<Change>),
     /// A ready event (the initial-events-end bookmark).
     Ready(WatchEvent),
 }
@@ -363,7 +364,7 @@ impl WatchState {
                     if e.revision <= self.start_after {
                         None
                     } else {
-                        transform(&self.predicate, &e)
+                        e.event_for(&self.predicate)
                     }
                 }
             };
@@ -377,39 +378,4 @@ impl WatchState {
 /// Whether a value is selected; an extraction failure counts as not selected (as upstream's watcher filter).
 fn matches(p: &Predicate, value: &[u8]) -> bool {
     p.matches(value).unwrap_or(false)
-}
-
-/// Turns a write into the event a watcher with predicate `p` sees (upstream etcd3 watcher `transform`).
-fn transform(p: &Predicate, e: &LogRow) -> Option<WatchEvent> {
-    let obj = |value: &Bytes| StoredObject {
-        key: e.key.clone(),
-        value: value.clone(),
-        revision: e.revision,
-    };
-    match (&e.value, &e.prev) {
-        (Some(new), None) => {
-            matches(p, new).then(|| WatchEvent::object(EventType::Added, obj(new), None))
-        }
-        (Some(new), Some(old)) => match (p.is_everything() || matches(p, old), matches(p, new)) {
-            (true, true) => Some(WatchEvent::object(
-                EventType::Modified,
-                obj(new),
-                Some(old.clone()),
-            )),
-            (false, true) => Some(WatchEvent::object(
-                EventType::Added,
-                obj(new),
-                Some(old.clone()),
-            )),
-            (true, false) => Some(WatchEvent::object(
-                EventType::Deleted,
-                obj(old),
-                Some(old.clone()),
-            )),
-            (false, false) => None,
-        },
-        (None, Some(old)) => matches(p, old)
-            .then(|| WatchEvent::object(EventType::Deleted, obj(old), Some(old.clone()))),
-        (None, None) => None,
-    }
 }

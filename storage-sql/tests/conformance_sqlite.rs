@@ -2,4 +2,4 @@
 
 mod common;
 
-apiserver::storage_conformance!(|| async { common::dyn_store(common::sqlite_store().await) });
+apiserver::storage_conformance!(|| async { common::sqlite_dyn_store().await });

@@ -4,6 +4,4 @@ mod common;
 
 use apiserver::storage::testing::cached;
 
-apiserver::storage_conformance!(|| async {
-    cached(common::dyn_store(common::sqlite_store().await))
-});
+apiserver::storage_conformance!(|| async { cached(common::sqlite_dyn_store().await) });

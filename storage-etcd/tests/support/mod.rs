@@ -15,14 +15,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apiserver::storage::{
-    GetOptions, ListOptions, ListResult, Preconditions, Stats, Storage, StorageError, StoredObject,
-    TryUpdate, ValidateDeletion, WatchOptions, WatchStream,
-};
+use apiserver::storage::Storage;
+use apiserver::storage::testing::keeping;
 use apiserver_storage_etcd::etcd_client::{self, Client, ConnectOptions};
 use apiserver_storage_etcd::{EtcdConfig, EtcdStorage};
-use async_trait::async_trait;
-use bytes::Bytes;
 
 /// How long etcd may take to become healthy on a loaded machine.
 const START_TIMEOUT: Duration = Duration::from_secs(90);
@@ -279,82 +275,7 @@ impl Drop for EtcdServer {
 pub async fn fresh_store() -> Arc<dyn Storage> {
     let server = EtcdServer::start().await;
     let store = server.store().await;
-    Arc::new(WithServer {
-        store,
-        _server: server,
-    })
-}
-
-/// A store that owns the etcd it talks to.
-pub struct WithServer {
-    store: EtcdStorage,
-    _server: EtcdServer,
-}
-
-#[async_trait]
-impl Storage for WithServer {
-    async fn create(&self, key: &str, value: Bytes) -> Result<StoredObject, StorageError> {
-        self.store.create(key, value).await
-    }
-    async fn get(&self, key: &str, opts: &GetOptions) -> Result<StoredObject, StorageError> {
-        self.store.get(key, opts).await
-    }
-    async fn list(&self, key: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
-        self.store.list(key, opts).await
-    }
-    async fn guaranteed_update(
-        &self,
-        key: &str,
-        ignore_not_found: bool,
-        preconditions: Option<&Preconditions>,
-        try_update: &mut dyn TryUpdate,
-        cached_existing: Option<StoredObject>,
-    ) -> Result<StoredObject, StorageError> {
-        self.store
-            .guaranteed_update(
-                key,
-                ignore_not_found,
-                preconditions,
-                try_update,
-                cached_existing,
-            )
-            .await
-    }
-    async fn delete(
-        &self,
-        key: &str,
-        preconditions: Option<&Preconditions>,
-        validate_deletion: &mut dyn ValidateDeletion,
-        cached_existing: Option<StoredObject>,
-    ) -> Result<StoredObject, StorageError> {
-        self.store
-            .delete(key, preconditions, validate_deletion, cached_existing)
-            .await
-    }
-    async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream, StorageError> {
-        self.store.watch(key, opts).await
-    }
-    async fn current_revision(&self) -> Result<u64, StorageError> {
-        self.store.current_revision().await
-    }
-    async fn compact(&self, revision: u64) -> Result<(), StorageError> {
-        self.store.compact(revision).await
-    }
-    async fn compact_revision(&self) -> Result<u64, StorageError> {
-        self.store.compact_revision().await
-    }
-    async fn stats(&self, prefix: &str) -> Result<Stats, StorageError> {
-        self.store.stats(prefix).await
-    }
-    fn reliable_progress(&self) -> bool {
-        self.store.reliable_progress()
-    }
-    async fn readiness(&self) -> Result<(), StorageError> {
-        self.store.readiness().await
-    }
-    async fn request_watch_progress(&self) -> Result<(), StorageError> {
-        self.store.request_watch_progress().await
-    }
+    keeping(store, server)
 }
 
 /// Keeps `etcd_client` in use for test files that need only the harness.

@@ -28,8 +28,10 @@ use super::Storage;
 
 mod cached;
 pub mod cases;
+mod keeping;
 
 pub use cached::{CachePerPrefix, cached};
+pub use keeping::keeping;
 
 /// A conformance case: takes a fresh store, panics on failure.
 pub type CaseFn = fn(Arc<dyn Storage>) -> BoxFuture<'static, ()>;
