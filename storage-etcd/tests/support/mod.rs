@@ -15,8 +15,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apiserver::storage::Storage;
-use apiserver::storage::testing::keeping;
 use apiserver_storage_etcd::etcd_client::{self, Client, ConnectOptions};
 use apiserver_storage_etcd::{EtcdConfig, EtcdStorage};
 
@@ -271,11 +269,13 @@ impl Drop for EtcdServer {
 }
 
 /// A fresh etcd and a store on it, as one `Arc<dyn Storage>` that stops etcd when dropped: what the conformance
-/// factory hands each case, so cases that compact cannot disturb others.
-pub async fn fresh_store() -> Arc<dyn Storage> {
+/// factory hands each case, so cases that compact cannot disturb others. Test crates only: the bench harness
+/// includes this file too, without the `testing` feature.
+#[cfg(test)]
+pub async fn fresh_store() -> Arc<dyn apiserver::storage::Storage> {
     let server = EtcdServer::start().await;
     let store = server.store().await;
-    keeping(store, server)
+    apiserver::storage::testing::keeping(store, server)
 }
 
 /// Keeps `etcd_client` in use for test files that need only the harness.
