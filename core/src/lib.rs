@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod cluster;
 pub mod codec;
 pub mod discovery;
 pub mod endpoints;

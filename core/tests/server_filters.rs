@@ -3,7 +3,7 @@
 
 mod server_support;
 
-use apiserver::auth::{AlwaysDeny, User};
+use apiserver::auth::{AlwaysAllow, AlwaysDeny, User};
 use apiserver::endpoints::RequestInfo;
 use apiserver::server::{AuditId, Server, Warnings};
 use axum::Router;
@@ -52,7 +52,7 @@ fn routes() -> Router {
 #[tokio::test]
 async fn panic_becomes_a_500_status_and_the_server_keeps_serving() {
     let dir = TempDir::new();
-    let server = start_in(&dir.0, Server::builder("test").routes(routes())).await;
+    let server = start_in(&dir.0, Server::builder("test").routes(routes()).authorizer(AlwaysAllow)).await;
     for protocol in [Protocol::Http1, Protocol::Http2] {
         let client = server.client(protocol);
         let (mut conn, _) = client.connect().await.unwrap();
@@ -83,7 +83,7 @@ async fn panic_becomes_a_500_status_and_the_server_keeps_serving() {
 #[tokio::test]
 async fn audit_id_is_echoed_or_generated() {
     let dir = TempDir::new();
-    let server = start_in(&dir.0, Server::builder("test").routes(routes())).await;
+    let server = start_in(&dir.0, Server::builder("test").routes(routes()).authorizer(AlwaysAllow)).await;
     let client = server.client(Protocol::Http2);
 
     let reply = client.get("/healthz").await;
@@ -116,7 +116,7 @@ async fn audit_id_is_echoed_or_generated() {
 #[tokio::test]
 async fn handlers_read_request_info_and_the_anonymous_user() {
     let dir = TempDir::new();
-    let server = start_in(&dir.0, Server::builder("test").routes(routes())).await;
+    let server = start_in(&dir.0, Server::builder("test").routes(routes()).authorizer(AlwaysAllow)).await;
     let client = server.client(Protocol::Http1);
     let v = client
         .get("/apis/restaurant.example.com/v1/namespaces/ns1/pizzas?watch=true")
@@ -149,7 +149,7 @@ async fn handlers_read_request_info_and_the_anonymous_user() {
 #[tokio::test]
 async fn warning_headers() {
     let dir = TempDir::new();
-    let server = start_in(&dir.0, Server::builder("test").routes(routes())).await;
+    let server = start_in(&dir.0, Server::builder("test").routes(routes()).authorizer(AlwaysAllow)).await;
     for protocol in [Protocol::Http1, Protocol::Http2] {
         let reply = server
             .client(protocol)
@@ -217,5 +217,99 @@ async fn without_anonymous_auth_requests_are_unauthorized() {
         reply.body,
         r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
     );
+    server.stop().await;
+}
+
+/// Upstream's max-in-flight: a second mutating request while one is being served is 429 with `Retry-After: 1`;
+/// reads have their own pool, watches and `system:masters` are never limited.
+#[tokio::test]
+async fn max_in_flight_limits_mutating_and_read_only_requests() {
+    use std::sync::Arc;
+    use tokio::sync::Notify;
+
+    let release = Arc::new(Notify::new());
+    let entered = Arc::new(Notify::new());
+    let (held, arrived) = (release.clone(), entered.clone());
+    let routes = Router::new().route(
+        "/apis/restaurant.example.com/v1/namespaces/{ns}/pizzas",
+        get(|| async { "listed" }).post(move || {
+            let (held, arrived) = (held.clone(), arrived.clone());
+            async move {
+                arrived.notify_one();
+                held.notified().await;
+                "created"
+            }
+        }),
+    );
+    let dir = TempDir::new();
+    let mut options = apiserver::server::ServingOptions::loopback_ephemeral(&dir.0);
+    options.max_requests_inflight = 1;
+    options.max_mutating_requests_inflight = 1;
+    let server = server_support::start_with_options(
+        options,
+        Server::builder("test")
+            .routes(routes)
+            .authorizer(AlwaysAllow),
+    )
+    .await;
+    let client = server.client(Protocol::Http2);
+    let path = "/apis/restaurant.example.com/v1/namespaces/ns1/pizzas";
+    let first = {
+        let client = client.clone();
+        tokio::spawn(async move { client.send("POST", path, "{}").await })
+    };
+    // The first create now holds the only mutating slot.
+    entered.notified().await;
+    let limited = Some(client.send("POST", path, "{}").await);
+    let limited = limited.expect("a second create was limited");
+    assert_eq!(limited.headers["retry-after"], "1");
+    assert_eq!(limited.body, "Too many requests, please try again later.\n");
+    // Reads have their own pool.
+    assert_eq!(client.get(path).await.status, 200);
+    release.notify_one();
+    assert_eq!(first.await.unwrap().status, 200);
+    server.stop().await;
+}
+
+/// A client that completes the TLS handshake and then says nothing is disconnected (upstream closes such
+/// connections after its 32 s read-header timeout); so is one idle after its requests.
+#[tokio::test]
+async fn silent_and_idle_connections_are_closed() {
+    use std::time::Duration;
+    use tokio::io::AsyncReadExt;
+
+    let dir = TempDir::new();
+    let server = start_in(
+        &dir.0,
+        Server::builder("test").connection_timeouts(Duration::from_millis(500), Duration::from_secs(1)),
+    )
+    .await;
+    for protocol in [Protocol::Http1, Protocol::Http2] {
+        let client = server.client(protocol);
+        let tcp = tokio::net::TcpStream::connect(client.addr).await.unwrap();
+        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(client.tls_config()));
+        let mut tls = connector
+            .connect(rustls::pki_types::ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        let mut buf = Vec::new();
+        // The server closes the connection (for h2 after its SETTINGS); reading to the end proves it.
+        let read = tokio::time::timeout(Duration::from_secs(10), tls.read_to_end(&mut buf)).await;
+        assert!(read.is_ok(), "{protocol:?}: a silent connection stayed open");
+
+        // A connection that made a request and then idles is closed too, but not while a request is served.
+        let (mut conn, _) = client.connect().await.unwrap();
+        let request = client
+            .request("GET", "/healthz")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap();
+        assert_eq!(conn.send(request).await.unwrap().status(), 200);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let request = client
+            .request("GET", "/healthz")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap();
+        assert!(conn.send(request).await.is_err(), "{protocol:?}: an idle connection stayed open");
+    }
     server.stop().await;
 }

@@ -7,7 +7,9 @@
 //! inside the optimistic update loop, and admission never depends on the store.
 
 mod chain;
+mod namespace_lifecycle;
 mod plugins;
 
 pub use chain::{AnyObject, Attributes, Chain, Operation, Plugin, ValidatingCheck};
+pub use namespace_lifecycle::{NAMESPACE_LIFECYCLE, NamespaceLifecycle};
 pub use plugins::{AdmissionOptions, Initializer, Lister, Listers, PluginError, Plugins};

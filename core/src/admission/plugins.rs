@@ -101,7 +101,10 @@ impl Plugins {
 /// What plugins may ask for when they are built (upstream's plugin initializers, without the reflection).
 #[derive(Clone, Default)]
 pub struct Initializer {
+    /// Typed listers over this server's own watch caches.
     pub listers: Listers,
+    /// The core cluster's client and informers, when the server runs behind one.
+    pub core_cluster: Option<crate::cluster::CoreCluster>,
 }
 
 /// Typed listers by hub type.

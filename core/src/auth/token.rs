@@ -4,10 +4,9 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use http::header;
 use http::request::Parts;
 
-use super::{AuthenticationError, Authenticator, User};
+use super::{AuthenticationError, Authenticator, User, bearer_token};
 
 /// Recognises `Authorization: Bearer <token>` for a fixed set of tokens. Other tokens are an error (401), no
 /// token is "not mine" (the next authenticator decides).
@@ -31,15 +30,7 @@ impl BearerTokens {
 #[async_trait]
 impl Authenticator for BearerTokens {
     async fn authenticate(&self, request: &Parts) -> Result<Option<User>, AuthenticationError> {
-        let Some(value) = request.headers.get(header::AUTHORIZATION) else {
-            return Ok(None);
-        };
-        let Some(token) = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-        else {
+        let Some(token) = bearer_token(request) else {
             return Ok(None);
         };
         match self.tokens.get(token) {

@@ -30,9 +30,10 @@ use super::healthz::{HealthCheck, HealthEndpoint, HookStatus};
 use super::status::{method_not_allowed, not_found};
 use super::tls::{ServingCertificate, TlsError};
 use super::{ServingOptions, ShutdownSignal, VersionInfo};
+use super::filters::InFlightLimits;
 use crate::auth::{
-    AlwaysAllow, Anonymous, Authenticator, Authorizer, DEFAULT_ALWAYS_ALLOW_PATHS, PathAuthorizer,
-    PrivilegedGroups, UnionAuthenticator, UnionAuthorizer,
+    AlwaysDeny, AuthenticatedOrAnonymous, Authenticator, Authorizer, DEFAULT_ALWAYS_ALLOW_PATHS,
+    PathAuthorizer, PrivilegedGroups, UnionAuthenticator, UnionAuthorizer,
 };
 use crate::endpoints::RequestInfoFactory;
 
@@ -43,6 +44,11 @@ const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Upstream's `HTTP2MaxStreamsPerConnection` for aggregated servers: the aggregator multiplexes many requests
 /// over one connection.
 const HTTP2_MAX_STREAMS: u32 = 1000;
+/// A connection that has not started a request this long after its handshake is closed (upstream's
+/// `ReadHeaderTimeout`, 32 s), so that clients that connect and say nothing cannot use up file descriptors.
+const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(32);
+/// A connection with no request in flight for this long is closed (upstream's HTTP/2 `IdleTimeout`).
+const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Starting or running the server failed.
 #[derive(Debug, thiserror::Error)]
@@ -111,8 +117,16 @@ pub struct ServerBuilder {
     authorizer: Option<Box<dyn Authorizer>>,
     always_allow_paths: Vec<String>,
     shutdown_timeout: Duration,
+    connection_timeouts: ConnectionTimeouts,
     request_info: RequestInfoFactory,
     signal: ShutdownSignal,
+}
+
+/// When a connection that serves nothing is closed.
+#[derive(Clone, Copy, Debug)]
+struct ConnectionTimeouts {
+    first_request: Duration,
+    idle: Duration,
 }
 
 impl ServerBuilder {
@@ -136,6 +150,10 @@ impl ServerBuilder {
                 .map(|s| s.to_string())
                 .collect(),
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            connection_timeouts: ConnectionTimeouts {
+                first_request: FIRST_REQUEST_TIMEOUT,
+                idle: IDLE_CONNECTION_TIMEOUT,
+            },
             request_info: RequestInfoFactory::default(),
             signal: ShutdownSignal::new(),
         }
@@ -218,13 +236,15 @@ impl ServerBuilder {
         self
     }
 
-    /// Whether requests no authenticator claims are `system:anonymous` (default) or refused with 401.
+    /// Whether requests no authenticator claims are `system:anonymous` (default) or refused with 401. A
+    /// credential that was presented and failed is 401 either way.
     pub fn anonymous(mut self, enabled: bool) -> Self {
         self.anonymous = enabled;
         self
     }
 
-    /// The authorizer asked after the always-allow paths and `system:masters` (default [`AlwaysAllow`]).
+    /// The authorizer asked after the always-allow paths and `system:masters` (default [`AlwaysDeny`]: without
+    /// one, only those are allowed). [`crate::auth::AlwaysAllow`] serves anyone anything.
     pub fn authorizer(mut self, authorizer: impl Authorizer) -> Self {
         self.authorizer = Some(Box::new(authorizer));
         self
@@ -240,6 +260,16 @@ impl ServerBuilder {
     /// How long draining waits for in-flight requests before giving up on them (default 60 s).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// How long a connection may go without starting its first request (default 32 s, upstream's
+    /// `ReadHeaderTimeout`), and how long it may be idle between requests (default 90 s) before it is closed.
+    pub fn connection_timeouts(mut self, first_request: Duration, idle: Duration) -> Self {
+        self.connection_timeouts = ConnectionTimeouts {
+            first_request,
+            idle,
+        };
         self
     }
 
@@ -264,19 +294,17 @@ impl ServerBuilder {
         };
         let tls = certificate.server_config()?;
 
-        let mut authenticator = UnionAuthenticator::new();
+        let mut union = UnionAuthenticator::new();
         for a in self.authenticators {
-            authenticator = authenticator.with_boxed(a);
+            union = union.with_boxed(a);
         }
-        if self.anonymous {
-            authenticator = authenticator.with(Anonymous);
-        }
+        let authenticator = AuthenticatedOrAnonymous::new(Box::new(union), self.anonymous);
         let paths =
             PathAuthorizer::new(&self.always_allow_paths).map_err(|e| ServeError::Config(e.0))?;
         let authorizer = UnionAuthorizer::new()
-            .with(paths)
             .with(PrivilegedGroups::default())
-            .with_boxed(self.authorizer.unwrap_or_else(|| Box::new(AlwaysAllow)));
+            .with(paths)
+            .with_boxed(self.authorizer.unwrap_or_else(|| Box::new(AlwaysDeny)));
 
         let mut readyz = self.readyz;
         readyz
@@ -298,6 +326,10 @@ impl ServerBuilder {
             request_info: Arc::new(self.request_info),
             authenticator: Arc::new(authenticator),
             authorizer: Arc::new(authorizer),
+            limits: InFlightLimits::new(
+                self.options.max_requests_inflight,
+                self.options.max_mutating_requests_inflight,
+            ),
         }
         .apply(app);
 
@@ -320,6 +352,7 @@ impl ServerBuilder {
             app,
             hooks: self.hooks,
             shutdown_timeout: self.shutdown_timeout,
+            connection_timeouts: self.connection_timeouts,
             signal: self.signal,
         })
     }
@@ -336,6 +369,7 @@ pub struct Server {
     app: Router,
     hooks: Vec<PostStartHook>,
     shutdown_timeout: Duration,
+    connection_timeouts: ConnectionTimeouts,
     signal: ShutdownSignal,
 }
 
@@ -404,6 +438,7 @@ impl Server {
             app,
             hooks,
             shutdown_timeout,
+            connection_timeouts,
             signal,
             ..
         } = self;
@@ -456,6 +491,7 @@ impl Server {
                             app.clone(),
                             signal.clone(),
                             graceful.watcher(),
+                            connection_timeouts,
                         ));
                     }
                     Err(e) => {
@@ -497,6 +533,7 @@ async fn serve_connection(
     app: Router,
     signal: ShutdownSignal,
     watcher: Watcher,
+    timeouts: ConnectionTimeouts,
 ) {
     let _ = stream.set_nodelay(true);
     let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
@@ -523,10 +560,17 @@ async fn serve_connection(
             .map(|certs| certs.iter().map(|c| c.clone().into_owned()).collect())
             .unwrap_or_default(),
     };
-    let service = app.map_request(move |mut request: http::Request<Incoming>| {
+    let activity = Activity::default();
+    let tracked = activity.clone();
+    let service = tower::service_fn(move |mut request: http::Request<Incoming>| {
         request.extensions_mut().insert(info.clone());
         request.extensions_mut().insert(signal.clone());
-        request
+        let busy = tracked.begin();
+        let app = app.clone();
+        async move {
+            let response = app.oneshot(request).await?;
+            Ok::<_, std::convert::Infallible>(busy.attach(response))
+        }
     });
 
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -537,8 +581,97 @@ async fn serve_connection(
         .max_concurrent_streams(HTTP2_MAX_STREAMS);
     let connection = builder
         .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
-    if let Err(e) = watcher.watch(connection.into_owned()).await {
-        tracing::debug!(%remote_addr, "connection ended with an error: {e}");
+    tokio::select! {
+        ended = watcher.watch(connection.into_owned()) => {
+            if let Err(e) = ended {
+                tracing::debug!(%remote_addr, "connection ended with an error: {e}");
+            }
+        }
+        () = activity.idle(timeouts) => tracing::debug!(%remote_addr, "closing an idle connection"),
+    }
+}
+
+/// What a connection is doing: how many requests are being served, and when the last one finished. A request
+/// counts from its headers until its response body has been sent or dropped (a watch counts for as long as it
+/// streams), so a connection is idle only when nothing is being served on it.
+#[derive(Clone, Default)]
+struct Activity(Arc<Mutex<ActivityState>>);
+
+struct ActivityState {
+    serving: usize,
+    requests: u64,
+    quiet_since: tokio::time::Instant,
+}
+
+impl Default for ActivityState {
+    fn default() -> Self {
+        ActivityState {
+            serving: 0,
+            requests: 0,
+            quiet_since: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Activity {
+    fn update(&self, f: impl FnOnce(&mut ActivityState)) {
+        let mut state = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut state);
+    }
+
+    /// Counts a request as being served until the returned guard is dropped.
+    fn begin(&self) -> Serving {
+        self.update(|s| {
+            s.serving += 1;
+            s.requests += 1;
+        });
+        Serving(self.clone())
+    }
+
+    /// Completes once the connection has been quiet for too long: `first_request` before its first request,
+    /// `idle` after.
+    async fn idle(&self, timeouts: ConnectionTimeouts) {
+        loop {
+            let deadline = {
+                let s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                if s.serving > 0 {
+                    None
+                } else if s.requests == 0 {
+                    Some(s.quiet_since + timeouts.first_request)
+                } else {
+                    Some(s.quiet_since + timeouts.idle)
+                }
+            };
+            match deadline {
+                Some(deadline) if deadline <= tokio::time::Instant::now() => return,
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => tokio::time::sleep(Duration::from_secs(1)).await,
+            }
+        }
+    }
+}
+
+/// One request being served; dropping it ends the count.
+struct Serving(Activity);
+
+impl Serving {
+    /// Keeps counting until the response body has been sent or dropped.
+    fn attach(self, response: axum::response::Response) -> axum::response::Response {
+        let (parts, body) = response.into_parts();
+        let body = axum::body::Body::new(http_body_util::BodyExt::map_frame(body, move |frame| {
+            let _serving = &self;
+            frame
+        }));
+        axum::response::Response::from_parts(parts, body)
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.update(|s| {
+            s.serving = s.serving.saturating_sub(1);
+            s.quiet_since = tokio::time::Instant::now();
+        });
     }
 }
 

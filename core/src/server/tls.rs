@@ -15,7 +15,9 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{RootCertStore, ServerConfig};
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 
 use super::ServingOptions;
 
@@ -183,15 +185,83 @@ impl ServingCertificate {
             .map_err(|e| invalid(format!("key does not match certificate: {e}")))
     }
 
-    /// The rustls server configuration: this certificate, the `ring` provider, ALPN `h2` then `http/1.1`.
+    /// The rustls server configuration: this certificate, the `ring` provider, ALPN `h2` then `http/1.1`, and a
+    /// request for (not a demand of) a client certificate.
     pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
-        let mut config =
-            ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()?
-                .with_no_client_auth()
-                .with_single_cert(self.chain.clone(), self.key.clone_key())?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?
+            .with_client_cert_verifier(Arc::new(RequestClientCertificate { provider }))
+            .with_single_cert(self.chain.clone(), self.key.clone_key())?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
+    }
+}
+
+/// Asks every client for a certificate and checks that the client holds its key, but leaves judging the
+/// certificate to the authenticators (upstream's `tls.RequestClientCert`): which CAs are trusted changes at run
+/// time (rotated files, the cluster's authentication ConfigMap), and a certificate that no CA vouches for must
+/// give a 401 from authentication, not a failed handshake. No CA names are sent, so clients offer whatever
+/// certificate they have.
+#[derive(Debug)]
+struct RequestClientCertificate {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl ClientCertVerifier for RequestClientCertificate {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

@@ -183,6 +183,17 @@ impl Client {
             .unwrap();
         read(conn.send(request).await.unwrap()).await
     }
+
+    /// One request with a body on a new connection, the whole response read.
+    pub async fn send(&self, method: &str, path: &str, body: &str) -> Reply {
+        let (mut conn, _) = self.connect().await.unwrap();
+        let request = self
+            .request(method, path)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .unwrap();
+        read(conn.send(request).await.unwrap()).await
+    }
 }
 
 impl Connection {

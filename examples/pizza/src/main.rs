@@ -32,6 +32,7 @@ async fn main() -> ExitCode {
         started.url,
         started.kubeconfig.display()
     );
+    println!("mode: {}", started.mode);
     println!(
         "try: kubectl --kubeconfig {} api-resources",
         started.kubeconfig.display()

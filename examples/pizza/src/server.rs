@@ -3,8 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use apiserver::admission::{AdmissionOptions, Initializer, Plugins};
-use apiserver::auth::{ALL_AUTHENTICATED_GROUP, BearerTokens, SYSTEM_PRIVILEGED_GROUP, User};
+use apiserver::admission::{
+    AdmissionOptions, Initializer, NAMESPACE_LIFECYCLE, NamespaceLifecycle, Plugins,
+};
+use apiserver::auth::{
+    ALL_AUTHENTICATED_GROUP, AuthenticationOptions, AuthorizationOptions, BearerTokens,
+    DEFAULT_ALWAYS_ALLOW_PATHS, SYSTEM_PRIVILEGED_GROUP, User,
+};
+use apiserver::cluster::{CoreApiOptions, CoreCluster};
 use apiserver::codec::MediaType;
 use apiserver::discovery::Discovery;
 use apiserver::endpoints::Api;
@@ -52,6 +58,15 @@ pub struct Options {
     #[command(flatten)]
     pub serving: ServingOptions,
 
+    #[command(flatten)]
+    pub authentication: AuthenticationOptions,
+
+    #[command(flatten)]
+    pub authorization: AuthorizationOptions,
+
+    #[command(flatten)]
+    pub core_api: CoreApiOptions,
+
     /// Where the server keeps its state: certificates, the kubeconfig it writes, and embedded databases.
     #[arg(long = "data-dir", default_value = "pizza-apiserver.local.data")]
     pub data_dir: PathBuf,
@@ -80,10 +95,38 @@ pub enum StartError {
     },
     #[error("storage: {0}")]
     Storage(String),
+    #[error("core cluster: {0}")]
+    Cluster(#[from] apiserver::cluster::ClusterError),
     #[error("admission: {0}")]
     Admission(#[from] apiserver::admission::PluginError),
     #[error(transparent)]
     Serve(#[from] ServeError),
+}
+
+/// Who decides who may do what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// No core cluster: the server's own admin token (in the kubeconfig it writes) may do anything; anonymous
+    /// clients may read health, version, discovery and OpenAPI, nothing else.
+    Standalone,
+    /// Behind a core cluster: front-proxy headers, client certificates and TokenReview authenticate,
+    /// SubjectAccessReview authorizes, namespaces come from the cluster.
+    Delegated,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Standalone => {
+                "standalone (the admin token in the kubeconfig may do anything; anonymous requests may read \
+                 health, version, discovery and OpenAPI only)"
+            }
+            Mode::Delegated => {
+                "delegated (authentication by front-proxy headers, client certificates and TokenReview, \
+                 authorization by SubjectAccessReview, namespaces from the core cluster)"
+            }
+        })
+    }
 }
 
 /// A bound pizza server, with where a client finds it.
@@ -91,8 +134,25 @@ pub struct PizzaServer {
     pub server: Server,
     /// `https://127.0.0.1:<port>`.
     pub url: String,
-    /// The kubeconfig written for this server.
+    /// The kubeconfig written for this server (with the admin token when standalone, no credentials when
+    /// delegated).
     pub kubeconfig: PathBuf,
+    /// How requests are authenticated and authorized.
+    pub mode: Mode,
+}
+
+impl Options {
+    /// Delegated when anything names a core cluster or a CA to trust, or the server runs in a pod.
+    pub fn mode(&self) -> Mode {
+        if self.authentication.is_delegating()
+            || self.authorization.is_delegating()
+            || self.core_api.kubeconfig.is_some()
+        {
+            Mode::Delegated
+        } else {
+            Mode::Standalone
+        }
+    }
 }
 
 /// Opens the storage, assembles the API and binds the server; the caller runs it.
@@ -130,9 +190,23 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
     )
     .map_err(storage_error)?;
 
+    let mode = options.mode();
+    let core_cluster = match apiserver::cluster::config(options.core_api.kubeconfig.as_deref()).await? {
+        Some(config) => Some(CoreCluster::start(&config)?),
+        None => None,
+    };
     let mut initializer = Initializer::default();
     initializer.listers.insert(toppings.clone());
-    let plugins = Plugins::new().register(PIZZA_TOPPINGS, true, PizzaToppings::build);
+    initializer.core_cluster = core_cluster.clone();
+    // Upstream's recommended order: NamespaceLifecycle first (on by default when there is a core cluster), then
+    // the server's own plugins.
+    let plugins = Plugins::new()
+        .register(
+            NAMESPACE_LIFECYCLE,
+            core_cluster.is_some(),
+            NamespaceLifecycle::build,
+        )
+        .register(PIZZA_TOPPINGS, true, PizzaToppings::build);
     let admission = plugins.build(
         &AdmissionOptions {
             enable: options.serving.enable_admission_plugins.clone(),
@@ -149,18 +223,52 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
     let openapi = OpenApi::new(&descriptions, "pizza-apiserver", env!("CARGO_PKG_VERSION"));
     let storage_check = backend.clone();
     let caches: Vec<Arc<dyn Storage>> = vec![pizzas.storage().clone(), toppings.storage().clone()];
-    let token = admin_token(data_dir)?;
-    let admin = User {
-        name: ADMIN_USER.to_string(),
-        groups: vec![
-            SYSTEM_PRIVILEGED_GROUP.to_string(),
-            ALL_AUTHENTICATED_GROUP.to_string(),
-        ],
-        ..User::default()
-    };
-    let server = Server::builder("pizza-apiserver")
+    let mut builder = Server::builder("pizza-apiserver")
         .options(options.serving.clone())
-        .authenticator(BearerTokens::new().with(token.clone(), admin))
+        .anonymous(options.authentication.anonymous_auth);
+    let token = match mode {
+        Mode::Standalone => {
+            let token = admin_token(data_dir)?;
+            let admin = User {
+                name: ADMIN_USER.to_string(),
+                groups: vec![
+                    SYSTEM_PRIVILEGED_GROUP.to_string(),
+                    ALL_AUTHENTICATED_GROUP.to_string(),
+                ],
+                ..User::default()
+            };
+            let paths = options.authorization.always_allow_paths.clone().unwrap_or_else(|| {
+                DEFAULT_ALWAYS_ALLOW_PATHS
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            });
+            builder = builder
+                .authenticator(BearerTokens::new().with(token.clone(), admin))
+                .always_allow_paths(paths);
+            Some(token)
+        }
+        Mode::Delegated => {
+            builder = builder
+                .authenticator(options.authentication.delegate().await?.authenticator())
+                .always_allow_paths(options.authorization.delegated_always_allow_paths());
+            if let Some(authorizer) = options.authorization.delegate().await? {
+                builder = builder.authorizer(authorizer);
+            }
+            None
+        }
+    };
+    if let Some(cluster) = core_cluster {
+        builder = builder.readyz_check(HealthCheck::new("informer-sync", move || {
+            let synced = cluster.namespaces_synced();
+            async move {
+                synced
+                    .then_some(())
+                    .ok_or_else(|| "namespaces not yet synced from the core cluster".to_string())
+            }
+        }));
+    }
+    let server = builder
         .default_cert_dir(data_dir.join("certs"))
         .version(VersionInfo::for_crate(
             env!("CARGO_PKG_VERSION_MAJOR"),
@@ -190,11 +298,12 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
 
     let url = format!("https://127.0.0.1:{}", server.local_addr().port());
     let kubeconfig = data_dir.join("kubeconfig");
-    write_kubeconfig(&kubeconfig, &url, &token, &server, &options.serving)?;
+    write_kubeconfig(&kubeconfig, &url, token.as_deref(), &server, &options.serving)?;
     Ok(PizzaServer {
         server,
         url,
         kubeconfig,
+        mode,
     })
 }
 
@@ -267,25 +376,30 @@ fn admin_token(data_dir: &Path) -> Result<String, StartError> {
         uuid::Uuid::new_v4().simple(),
         uuid::Uuid::new_v4().simple()
     );
+    write_private(&path, token.as_bytes()).map_err(io_error)?;
+    Ok(token)
+}
+
+/// Writes a file only its owner may read (mode 0600, also when it existed with wider permissions).
+fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(&path)
-        .map_err(io_error)?;
-    file.write_all(token.as_bytes()).map_err(io_error)?;
-    Ok(token)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(contents)
 }
 
 /// Writes a kubeconfig that reaches this server: its URL, the CA of its serving certificate, and the admin's
-/// bearer token. (Requests without credentials are anonymous and, until delegated authorization lands, allowed.)
+/// bearer token when there is one. Mode 0600: it holds the credential.
 fn write_kubeconfig(
     path: &Path,
     url: &str,
-    token: &str,
+    token: Option<&str>,
     server: &Server,
     serving: &ServingOptions,
 ) -> Result<(), StartError> {
@@ -296,6 +410,10 @@ fn write_kubeconfig(
         ),
         (None, Some(cert)) => format!("certificate-authority: {}", cert.display()),
         (None, None) => "insecure-skip-tls-verify: true".to_string(),
+    };
+    let user = match token {
+        Some(token) => format!("\n    token: {token}"),
+        None => " {}".to_string(),
     };
     let kubeconfig = format!(
         "apiVersion: v1
@@ -314,11 +432,10 @@ contexts:
 current-context: pizza-apiserver
 users:
 - name: pizza-apiserver
-  user:
-    token: {token}
+  user:{user}
 "
     );
-    std::fs::write(path, kubeconfig).map_err(|source| StartError::DataDir {
+    write_private(path, kubeconfig.as_bytes()).map_err(|source| StartError::DataDir {
         path: path.to_path_buf(),
         source,
     })

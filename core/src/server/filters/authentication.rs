@@ -1,6 +1,7 @@
 //! Authentication: runs the [`Authenticator`] and stores the [`User`], or answers 401 (upstream's
-//! `WithAuthentication`). The `Authorization` header is removed once it has been used, so handlers and
-//! proxies never see credentials.
+//! `WithAuthentication`). The `Authorization` header and the front-proxy identity headers are removed once
+//! authentication is done, so handlers, admission and proxies never see credentials or take a header for an
+//! identity.
 
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ pub async fn authenticate(
     match authenticator.authenticate(&parts).await {
         Ok(Some(user)) => {
             parts.headers.remove(header::AUTHORIZATION);
+            authenticator.clear_headers(&mut parts.headers);
             parts.extensions.insert(user);
             next.run(Request::from_parts(parts, body)).await
         }

@@ -6,7 +6,9 @@
 //! 3. [`request_info`]: parses [`RequestInfo`](crate::endpoints::RequestInfo) once into the extensions;
 //! 4. [`warning`]: a [`Warnings`] recorder in the extensions, written out as `Warning` headers;
 //! 5. [`authentication`]: the [`User`](crate::auth::User) into the extensions, or 401;
-//! 6. [`authorization`]: allow, or 403 with upstream's message.
+//! 6. [`impersonation`]: `Impersonate-*` headers switch the user, if the authorizer allows it, or 403;
+//! 7. [`max_in_flight`]: 429 when too many requests are being served;
+//! 8. [`authorization`]: allow, or 403 with upstream's message.
 //!
 //! `Audit-ID` sits outside panic recovery, as upstream's `WithAuditInit` does, so that even the 500 of a
 //! panic carries the ID that the log line names.
@@ -14,6 +16,8 @@
 pub mod audit_id;
 pub mod authentication;
 pub mod authorization;
+pub mod impersonation;
+pub mod max_in_flight;
 pub mod panic;
 pub mod request_info;
 pub mod warning;
@@ -27,6 +31,7 @@ use crate::auth::{Authenticator, Authorizer};
 use crate::endpoints::RequestInfoFactory;
 
 pub use audit_id::AuditId;
+pub use max_in_flight::InFlightLimits;
 pub use warning::{WarningRecorder, Warnings};
 
 /// What the filters need: how to parse request info, who authenticates and who authorizes.
@@ -38,6 +43,8 @@ pub struct FilterChain {
     pub authenticator: Arc<dyn Authenticator>,
     /// The authorizer (a union: always-allow paths, `system:masters`, then the configured one).
     pub authorizer: Arc<dyn Authorizer>,
+    /// How many requests may be served at once.
+    pub limits: InFlightLimits,
 }
 
 impl FilterChain {
@@ -46,8 +53,13 @@ impl FilterChain {
         // `Router::layer` wraps what is already there, so the innermost filter goes on first.
         router
             .layer(from_fn_with_state(
-                self.authorizer,
+                self.authorizer.clone(),
                 authorization::authorize,
+            ))
+            .layer(from_fn_with_state(self.limits, max_in_flight::limit))
+            .layer(from_fn_with_state(
+                self.authorizer,
+                impersonation::impersonate,
             ))
             .layer(from_fn_with_state(
                 self.authenticator,

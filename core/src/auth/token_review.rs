@@ -1,0 +1,124 @@
+//! Bearer tokens checked by the core cluster: a `TokenReview` (authentication.k8s.io/v1) per token, remembered
+//! for `--authentication-token-webhook-cache-ttl` (upstream's delegating token authenticator and its cache).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use http::request::Parts;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use kube::api::{Api, PostParams};
+
+use super::cache::ExpiringCache;
+use super::{AuthenticationError, Authenticator, User, bearer_token};
+
+/// How many tokens are remembered at most (upstream's token cache holds a few thousand).
+const CACHE_CAPACITY: usize = 4096;
+
+/// The answer remembered for a token: who it is, or that it is not valid. Failed reviews are not remembered.
+type Answer = Option<User>;
+
+/// Authenticates `Authorization: Bearer` tokens by asking the core cluster.
+pub struct TokenReviewAuthenticator {
+    reviews: Api<TokenReview>,
+    audiences: Vec<String>,
+    ttl: Duration,
+    cache: ExpiringCache<[u8; 32], Answer>,
+}
+
+impl TokenReviewAuthenticator {
+    /// Reviews tokens through `client`, remembering answers for `ttl`; `audiences` are the API audiences the
+    /// token must be meant for (empty: the cluster's default).
+    pub fn new(client: kube::Client, ttl: Duration, audiences: Vec<String>) -> Self {
+        TokenReviewAuthenticator {
+            reviews: Api::all(client),
+            audiences,
+            ttl,
+            cache: ExpiringCache::new(CACHE_CAPACITY),
+        }
+    }
+
+    async fn review(&self, token: &str) -> Result<Answer, AuthenticationError> {
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_string()),
+                audiences: (!self.audiences.is_empty()).then(|| self.audiences.clone()),
+            },
+            ..TokenReview::default()
+        };
+        let params = PostParams::default();
+        let reviewed = with_retries(|| self.reviews.create(&params, &review))
+            .await
+            .map_err(|e| AuthenticationError(format!("token review failed: {e}")))?;
+        let status = reviewed.status.unwrap_or_default();
+        if status.authenticated != Some(true) {
+            return match status.error.filter(|e| !e.is_empty()) {
+                // The cluster could not decide: an error, not remembered.
+                Some(error) if status.authenticated.is_none() => Err(AuthenticationError(error)),
+                _ => Ok(None),
+            };
+        }
+        let info = status.user.unwrap_or_default();
+        Ok(Some(User {
+            name: info.username.unwrap_or_default(),
+            uid: info.uid.unwrap_or_default(),
+            groups: info.groups.unwrap_or_default(),
+            extra: info.extra.unwrap_or_default(),
+        }))
+    }
+}
+
+#[async_trait]
+impl Authenticator for TokenReviewAuthenticator {
+    async fn authenticate(&self, request: &Parts) -> Result<Option<User>, AuthenticationError> {
+        let Some(token) = bearer_token(request) else {
+            return Ok(None);
+        };
+        let key = token_key(token);
+        let answer = match self.cache.get(&key) {
+            Some(answer) => answer,
+            None => {
+                let answer = self.review(token).await?;
+                self.cache.insert(key, answer.clone(), self.ttl);
+                answer
+            }
+        };
+        match answer {
+            Some(user) => Ok(Some(user)),
+            None => Err(AuthenticationError("invalid bearer token".into())),
+        }
+    }
+}
+
+/// Tokens are remembered by their SHA-256, never as they are.
+fn token_key(token: &str) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut key = [0u8; 32];
+    key.copy_from_slice(digest.as_ref());
+    key
+}
+
+/// Calls `call` up to three times while the failure is one that may pass (the connection, a 5xx, a 429), as
+/// upstream's webhooks retry with a short backoff; a 4xx answer (e.g. no permission to create reviews) is final.
+pub(crate) async fn with_retries<T, F, Fut>(mut call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut delay = Duration::from_millis(200);
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Ok(value) => return Ok(value),
+            Err(kube::Error::Api(status)) if status.code < 500 && status.code != 429 => {
+                return Err(kube::Error::Api(status));
+            }
+            Err(e) if attempt >= 3 => return Err(e),
+            Err(e) => {
+                tracing::debug!(attempt, "core cluster call failed, retrying: {e}");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                attempt += 1;
+            }
+        }
+    }
+}

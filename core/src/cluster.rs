@@ -1,0 +1,117 @@
+//! The core cluster: the kube-apiserver an aggregated server runs behind. Delegated authentication
+//! (TokenReview, the `extension-apiserver-authentication` ConfigMap), delegated authorization
+//! (SubjectAccessReview) and admission plugins (namespaces) reach it with kube-rs clients made here, from a
+//! kubeconfig file or, when no file is named, from the pod's service account (upstream's
+//! `rest.InClusterConfig`: `KUBERNETES_SERVICE_HOST`/`_PORT` and the mounted token).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where the service account token of a pod is mounted.
+const IN_CLUSTER_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/// How long a request to the core cluster may take before it counts as failed (reviews are on every
+/// uncached request's path, so they must not hang it).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The core cluster could not be reached from the configuration given.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ClusterError(pub String);
+
+/// upstream's `CoreAPIOptions`: how admission plugins and informers reach the core cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
+pub struct CoreApiOptions {
+    /// kubeconfig file pointing at the 'core' kubernetes server. Without it, the in-cluster service account is
+    /// used when the server runs in a pod.
+    #[arg(long = "kubeconfig")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// Whether the process runs in a pod with a service account (upstream's in-cluster conditions).
+pub fn in_cluster() -> bool {
+    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+        && std::env::var_os("KUBERNETES_SERVICE_PORT").is_some()
+        && Path::new(IN_CLUSTER_TOKEN).exists()
+}
+
+/// The client configuration for `kubeconfig`, else the in-cluster one, else `None` (no core cluster). The
+/// `KUBECONFIG` variable is deliberately not read: which cluster decides who may do what is set by flags.
+pub async fn config(kubeconfig: Option<&Path>) -> Result<Option<kube::Config>, ClusterError> {
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| ClusterError(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default())
+                .await
+                .map_err(|e| ClusterError(format!("{}: {e}", path.display())))?
+        }
+        None if in_cluster() => kube::Config::incluster()
+            .map_err(|e| ClusterError(format!("in-cluster configuration: {e}")))?,
+        None => return Ok(None),
+    };
+    config.connect_timeout = Some(REQUEST_TIMEOUT);
+    Ok(Some(config))
+}
+
+/// A client for short requests (reviews, gets): each must answer within ten seconds.
+pub fn request_client(config: &kube::Config) -> Result<kube::Client, ClusterError> {
+    let mut config = config.clone();
+    config.read_timeout = Some(REQUEST_TIMEOUT);
+    config.write_timeout = Some(REQUEST_TIMEOUT);
+    kube::Client::try_from(config).map_err(|e| ClusterError(e.to_string()))
+}
+
+/// A client for watches, which stay open for minutes.
+pub fn watch_client(config: &kube::Config) -> Result<kube::Client, ClusterError> {
+    kube::Client::try_from(config.clone()).map_err(|e| ClusterError(e.to_string()))
+}
+
+/// The core cluster as admission plugins use it: a client, and informers (a watch-fed local copy) of the
+/// objects they read on every request (upstream's `SharedInformerFactory` handed over by a plugin initializer).
+#[derive(Clone)]
+pub struct CoreCluster {
+    client: kube::Client,
+    namespaces: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Namespace>,
+}
+
+impl CoreCluster {
+    /// Connects and starts the namespace informer in the background (it reconnects by itself; see
+    /// [`CoreCluster::namespaces_synced`]).
+    pub fn start(config: &kube::Config) -> Result<Self, ClusterError> {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, reflector, watcher};
+
+        let (namespaces, writer) = reflector::store();
+        let api = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(watch_client(config)?);
+        let stream = reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff()
+            .for_each(|event| async move {
+                if let Err(e) = event {
+                    tracing::warn!("namespace informer: {e}");
+                }
+            });
+        tokio::spawn(stream);
+        Ok(CoreCluster {
+            client: request_client(config)?,
+            namespaces,
+        })
+    }
+
+    /// A client for requests to the core cluster.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// Whether the namespace informer has loaded the namespaces once.
+    pub fn namespaces_synced(&self) -> bool {
+        // `wait_until_ready` completes at once when ready, and never before.
+        futures::FutureExt::now_or_never(self.namespaces.wait_until_ready()).is_some()
+    }
+
+    /// The namespace from the informer, if it has been seen.
+    pub fn namespace(&self, name: &str) -> Option<std::sync::Arc<k8s_openapi::api::core::v1::Namespace>> {
+        self.namespaces
+            .get(&kube::runtime::reflector::ObjectRef::new(name))
+    }
+}
