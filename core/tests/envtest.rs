@@ -273,3 +273,192 @@ async fn cluster_authenticates_authorizes_audits_and_registers_apiservices() {
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
     assert!(!dir.exists());
 }
+
+/// What the stand-in extension server saw of one request.
+#[derive(Clone, Debug)]
+struct Seen {
+    path: String,
+    /// Whether the client presented a certificate the front-proxy CA signed (the verifier rejects any other).
+    front_proxy_cert: bool,
+    user: Option<String>,
+    groups: Vec<String>,
+}
+
+/// A minimal HTTPS server standing in for an extension server: serves an empty APIResourceList at
+/// `/apis/envtest.example.com/v1` (enough for the aggregator's availability check and a proxied GET), 404
+/// elsewhere, asks for client certificates from `client_ca_pem`, and records every request.
+async fn stand_in_extension_server(
+    cert_pem: &str,
+    key_pem: &str,
+    client_ca_pem: &str,
+) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Seen>>>) {
+    use std::sync::{Arc, Mutex};
+
+    use http_body_util::Full;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(client_ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()
+    .unwrap();
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            vec![CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap()],
+            PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).unwrap(),
+        )
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, record) = (acceptor.clone(), record.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let front_proxy_cert = tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .is_some_and(|c| !c.is_empty());
+                let service =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let header = |name: &str| {
+                            req.headers()
+                                .get_all(name)
+                                .iter()
+                                .filter_map(|v| v.to_str().ok().map(str::to_string))
+                                .collect::<Vec<_>>()
+                        };
+                        record.lock().unwrap().push(Seen {
+                            path: req.uri().path().to_string(),
+                            front_proxy_cert,
+                            user: header("x-remote-user").into_iter().next(),
+                            groups: header("x-remote-group"),
+                        });
+                        let response = if req.uri().path() == "/apis/envtest.example.com/v1" {
+                            let body = json!({
+                                "kind": "APIResourceList", "apiVersion": "v1",
+                                "groupVersion": "envtest.example.com/v1", "resources": []
+                            });
+                            http::Response::builder()
+                                .header("content-type", "application/json")
+                                .body(Full::new(bytes::Bytes::from(body.to_string())))
+                        } else {
+                            http::Response::builder()
+                                .status(404)
+                                .body(Full::new(bytes::Bytes::new()))
+                        };
+                        async move { response }
+                    });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregator_reaches_an_extension_server_on_loopback() {
+    let cluster = Cluster::start().await.unwrap();
+    let (cert, key, ca) = apiserver::envtest::sign_serving_cert(&[
+        "api.envtest-system.svc",
+        "localhost",
+        "127.0.0.1",
+    ])
+    .unwrap();
+    let (port, seen) = stand_in_extension_server(&cert, &key, cluster.front_proxy_ca_pem()).await;
+    let name = cluster
+        .register_apiservice(
+            "envtest.example.com",
+            "v1",
+            port,
+            &ca,
+            "envtest-system",
+            "api",
+        )
+        .await
+        .unwrap();
+    cluster
+        .wait_apiservice_available(&name, TIMEOUT)
+        .await
+        .unwrap();
+
+    // A request through kube-apiserver arrives with the front-proxy client certificate and the caller's identity.
+    let list = cluster
+        .admin_client()
+        .request::<serde_json::Value>(
+            http::Request::get("/apis/envtest.example.com/v1")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(list["groupVersion"], "envtest.example.com/v1");
+    let seen = seen.lock().unwrap().clone();
+    let proxied = seen
+        .iter()
+        .find(|s| s.user.as_deref() == Some("admin"))
+        .unwrap_or_else(|| panic!("no request as admin: {seen:?}"));
+    assert_eq!(proxied.path, "/apis/envtest.example.com/v1");
+    assert!(proxied.front_proxy_cert, "{proxied:?}");
+    assert!(
+        proxied.groups.iter().any(|g| g == "system:masters"),
+        "{proxied:?}"
+    );
+    // The availability check ran as the aggregator, also with the front-proxy certificate.
+    assert!(
+        seen.iter()
+            .any(|s| s.user.as_deref() == Some("system:kube-aggregator") && s.front_proxy_cert),
+        "{seen:?}"
+    );
+
+    // A caBundle that did not sign the server's certificate makes the APIService unavailable.
+    let (_, _, wrong_ca) =
+        apiserver::envtest::sign_serving_cert(&["api.envtest-system.svc"]).unwrap();
+    cluster
+        .register_apiservice(
+            "envtest.example.com",
+            "v1",
+            port,
+            &wrong_ca,
+            "envtest-system",
+            "api",
+        )
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let c = cluster
+            .apiservice_condition(&name, "Available")
+            .await
+            .unwrap();
+        if c.as_ref().is_some_and(|c| c.status == "False") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still {c:?} with a wrong caBundle"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
