@@ -4,8 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/packages.sh
-# Tests also start real etcd and Postgres servers and drive the server with kubectl (installed on the machine).
-ensure_packages "${BUILD_PACKAGES[@]}" etcd-server postgresql-15 python3-venv
+source scripts/envtest.sh
+# Tests also start real etcd and Postgres servers and drive the server with kubectl (installed on the machine);
+# xz-utils unpacks the envtest binaries.
+ensure_packages "${BUILD_PACKAGES[@]}" etcd-server postgresql-15 python3-venv xz-utils
+
+# A real kube-apiserver and etcd for the envtest tests (core/tests/envtest.rs): KUBEBUILDER_ASSETS, or unpacked from
+# ../shared/envtest next to the build.
+ensure_envtest_assets "${CARGO_TARGET_DIR:-target}"
 
 # The official Kubernetes Python client, for tests/python_client.rs, in a virtualenv next to the build.
 PYTHON_CLIENT_VENV="$(realpath -m "${CARGO_TARGET_DIR:-target}")/python-client"

@@ -10,6 +10,9 @@ pub mod cluster;
 pub mod codec;
 pub mod discovery;
 pub mod endpoints;
+// A real kube-apiserver and etcd on loopback for end-to-end tests; only with the `testing` feature.
+#[cfg(feature = "testing")]
+pub mod envtest;
 pub mod meta;
 pub mod openapi;
 pub mod registry;
