@@ -298,6 +298,7 @@ impl ServerBuilder {
             request_info: Arc::new(self.request_info),
             authenticator: Arc::new(authenticator),
             authorizer: Arc::new(authorizer),
+            request_timeout: super::filters::DEFAULT_REQUEST_TIMEOUT,
         }
         .apply(app);
 

@@ -5,8 +5,9 @@
 //! 2. [`panic`]: a panic in anything below becomes a 500 `Status`, and the server keeps serving;
 //! 3. [`request_info`]: parses [`RequestInfo`](crate::endpoints::RequestInfo) once into the extensions;
 //! 4. [`warning`]: a [`Warnings`] recorder in the extensions, written out as `Warning` headers;
-//! 5. [`authentication`]: the [`User`](crate::auth::User) into the extensions, or 401;
-//! 6. [`authorization`]: allow, or 403 with upstream's message.
+//! 5. [`timeout`]: 504 for a request that is not long-running and has not been answered in time;
+//! 6. [`authentication`]: the [`User`](crate::auth::User) into the extensions, or 401;
+//! 7. [`authorization`]: allow, or 403 with upstream's message.
 //!
 //! `Audit-ID` sits outside panic recovery, as upstream's `WithAuditInit` does, so that even the 500 of a
 //! panic carries the ID that the log line names.
@@ -16,9 +17,11 @@ pub mod authentication;
 pub mod authorization;
 pub mod panic;
 pub mod request_info;
+pub mod timeout;
 pub mod warning;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::middleware::{from_fn, from_fn_with_state};
@@ -27,6 +30,7 @@ use crate::auth::{Authenticator, Authorizer};
 use crate::endpoints::RequestInfoFactory;
 
 pub use audit_id::AuditId;
+pub use timeout::DEFAULT_REQUEST_TIMEOUT;
 pub use warning::{WarningRecorder, Warnings};
 
 /// What the filters need: how to parse request info, who authenticates and who authorizes.
@@ -38,6 +42,8 @@ pub struct FilterChain {
     pub authenticator: Arc<dyn Authenticator>,
     /// The authorizer (a union: always-allow paths, `system:masters`, then the configured one).
     pub authorizer: Arc<dyn Authorizer>,
+    /// How long a request that is not long-running may take (upstream's `--request-timeout`; zero: no limit).
+    pub request_timeout: Duration,
 }
 
 impl FilterChain {
@@ -52,6 +58,10 @@ impl FilterChain {
             .layer(from_fn_with_state(
                 self.authenticator,
                 authentication::authenticate,
+            ))
+            .layer(from_fn_with_state(
+                self.request_timeout,
+                timeout::with_timeout,
             ))
             .layer(from_fn(warning::record_warnings))
             .layer(from_fn_with_state(
