@@ -1,6 +1,7 @@
 //! The filter chain every request passes before its handler, as tower layers (upstream's
 //! `DefaultBuildHandlerChain`, the parts this server has so far). From the outside in:
 //!
+//! 0. [`transfer_encoding`]: 501 for a transfer coding other than `chunked` (what Go's HTTP server does first);
 //! 1. [`audit_id`]: the `Audit-ID` response header (the request's own, or a new UUID);
 //! 2. [`panic`]: a panic in anything below becomes a 500 `Status`, and the server keeps serving;
 //! 3. [`request_info`]: parses [`RequestInfo`](crate::endpoints::RequestInfo) once into the extensions;
@@ -18,6 +19,7 @@ pub mod authorization;
 pub mod panic;
 pub mod request_info;
 pub mod timeout;
+pub mod transfer_encoding;
 pub mod warning;
 
 use std::sync::Arc;
@@ -70,5 +72,8 @@ impl FilterChain {
             ))
             .layer(from_fn(panic::recover))
             .layer(from_fn(audit_id::with_audit_id))
+            .layer(from_fn(
+                transfer_encoding::refuse_unsupported_transfer_encoding,
+            ))
     }
 }
