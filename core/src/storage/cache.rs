@@ -23,11 +23,17 @@ use super::{
     WatchOptions, WatchStream, encode_continue, plan_list,
 };
 
+/// The default bound of [`CacheConfig::history_bytes`].
+pub const DEFAULT_HISTORY_BYTES: usize = 64 * 1024 * 1024;
+
 /// Tuning of a [`WatchCache`].
 #[derive(Clone, Debug)]
 pub struct CacheConfig {
     /// Changes kept for watches that start from a past resourceVersion; older starts get 410.
     pub history: usize,
+    /// The most bytes (values and previous values) the kept changes may hold: objects may be megabytes, so a
+    /// count alone does not bound memory.
+    pub history_bytes: usize,
     /// Events buffered per watcher; a watcher that falls further behind is cut off (it re-watches).
     pub watcher_buffer: usize,
     /// How often watchers that accept bookmarks get one (upstream: every minute).
@@ -40,6 +46,7 @@ impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
             history: 10_000,
+            history_bytes: DEFAULT_HISTORY_BYTES,
             watcher_buffer: 1_000,
             bookmark_interval: Duration::from_secs(60),
             fresh_timeout: Duration::from_secs(3),
@@ -70,12 +77,47 @@ struct State {
     revision: u64,
     objects: BTreeMap<String, StoredObject>,
     history: VecDeque<Arc<Change>>,
+    /// What the changes in `history` hold, in bytes.
+    history_bytes: usize,
     /// Every change after this revision is in `history`.
     history_start: u64,
     watchers: Vec<Watcher>,
 }
 
+/// The bytes a change keeps alive: its value and its previous value.
+fn change_bytes(change: &Change) -> usize {
+    change.value.as_ref().map_or(0, Bytes::len) + change.prev.as_ref().map_or(0, Bytes::len)
+}
+
 impl State {
+    /// Keeps `change`, dropping the oldest changes while over either bound.
+    fn remember(&mut self, change: Arc<Change>, config: &CacheConfig) {
+        self.history_bytes += change_bytes(&change);
+        self.history.push_back(change);
+        while self.history.len() > config.history || self.history_bytes > config.history_bytes {
+            if !self.forget_oldest() {
+                break;
+            }
+        }
+    }
+
+    /// Drops the oldest change; false when there is none.
+    fn forget_oldest(&mut self) -> bool {
+        match self.history.pop_front() {
+            Some(dropped) => {
+                self.history_bytes -= change_bytes(&dropped);
+                self.history_start = self.history_start.max(dropped.revision);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn clear_history(&mut self) {
+        self.history.clear();
+        self.history_bytes = 0;
+    }
+
     fn send(&mut self, message: impl Fn() -> Message, filter: impl Fn(&Watcher) -> bool) {
         self.watchers.retain(|w| {
             if !filter(w) {
@@ -342,7 +384,7 @@ async fn load(shared: &Shared) -> Result<u64, StorageError> {
         st.send(|| Message::Reset, |_| true);
         st.watchers.clear();
     }
-    st.history.clear();
+    st.clear_history();
     if revision == 0 {
         // A backend that has never been written to: "from revision 0" would mean "from now" and lose writes made
         // since the list, so `follow` loads through the watch's initial events instead.
@@ -449,12 +491,7 @@ fn apply(shared: &Shared, kind: EventType, event: WatchEvent) {
         revision: event.revision,
     });
     st.revision = event.revision;
-    st.history.push_back(change.clone());
-    while st.history.len() > shared.config.history {
-        if let Some(dropped) = st.history.pop_front() {
-            st.history_start = dropped.revision;
-        }
-    }
+    st.remember(change.clone(), &shared.config);
     st.send(
         || Message::Change(change.clone()),
         |w| w.range.contains(&change.key),
@@ -669,7 +706,7 @@ impl Storage for WatchCache {
         self.shared.inner.compact(revision).await?;
         let mut st = self.shared.lock();
         while st.history.front().is_some_and(|c| c.revision <= revision) {
-            st.history.pop_front();
+            st.forget_oldest();
         }
         st.history_start = st.history_start.max(revision);
         Ok(())
@@ -848,6 +885,61 @@ mod tests {
             (event.event_type, event.revision, event.value),
             (EventType::Deleted, deleted.revision, Bytes::from("v5"))
         );
+    }
+
+    /// Probe finding C6: 10,000 changes of multi-megabyte objects took gigabytes; the bytes bound the history too.
+    #[tokio::test]
+    async fn history_is_bounded_by_bytes() {
+        let inner: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        let cache = WatchCache::new(
+            inner,
+            "/r",
+            CacheConfig {
+                history_bytes: 5_000,
+                ..CacheConfig::default()
+            },
+        )
+        .unwrap();
+        let first = cache
+            .create("/r/a", Bytes::from(vec![b'0'; 1000]))
+            .await
+            .unwrap();
+        // Loaded and following the backend: what comes next goes to the history.
+        assert!(cache.wait_fresh(first.revision).await);
+        let mut last = first.revision;
+        for i in 1..20u8 {
+            let mut update =
+                |_: Option<StoredObject>| async move { Ok(Bytes::from(vec![b'0' + i % 10; 1000])) };
+            last = cache
+                .guaranteed_update("/r/a", false, None, &mut update, None)
+                .await
+                .unwrap()
+                .revision;
+        }
+        assert!(cache.wait_fresh(last).await);
+        {
+            let st = cache.shared.lock();
+            // Each change holds its value and the previous one: 2,000 bytes, so two fit.
+            assert_eq!(st.history.len(), 2, "{}", st.history_bytes);
+            assert!(st.history_bytes <= 5_000);
+            assert_eq!(
+                st.history_bytes,
+                st.history.iter().map(|c| change_bytes(c)).sum::<usize>()
+            );
+        }
+        // A watch from before the kept history is still served (by the backend).
+        let mut w = cache
+            .watch(
+                "/r",
+                &WatchOptions {
+                    resource_version: Some(first.revision),
+                    recursive: true,
+                    ..WatchOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(next(&mut w).await.revision, first.revision + 1);
     }
 
     #[tokio::test]
