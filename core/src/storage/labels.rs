@@ -391,18 +391,25 @@ impl Lexer<'_> {
 
     fn scan_identifier(&mut self) -> (Token, String) {
         let start = self.pos;
+        let end;
         loop {
             let ch = self.read();
             if ch == 0 {
-                self.unread();
+                // As upstream: a NUL byte ends the identifier and is consumed (what follows is lexed next);
+                // the end of the input is not.
+                end = self.pos - 1;
+                if self.pos > self.s.len() {
+                    self.unread();
+                }
                 break;
             }
             if is_special(ch) || is_whitespace(ch) {
                 self.unread();
+                end = self.pos;
                 break;
             }
         }
-        let s = self.slice(start, self.pos);
+        let s = self.slice(start, end);
         match literal_token(&s) {
             Some(t) => (t, s),
             None => (Token::Identifier, s),
@@ -415,7 +422,10 @@ impl Lexer<'_> {
         loop {
             let ch = self.read();
             if ch == 0 {
-                self.unread();
+                // A NUL byte is consumed, as upstream (see `scan_identifier`).
+                if self.pos > self.s.len() {
+                    self.unread();
+                }
                 break;
             }
             if !is_special(ch) {
@@ -902,6 +912,22 @@ mod tests {
             err,
             "unable to parse requirement: <nil>: Invalid value: \"-x\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
         );
+    }
+
+    /// Probe finding D8: a NUL byte inside a selector ends a token and is consumed, as in upstream's lexer, so
+    /// what follows it is a parse error rather than silently dropped.
+    #[test]
+    fn nul_bytes_lex_as_upstream() {
+        let err = LabelSelector::parse("x=a\0b").unwrap_err().0;
+        assert_eq!(err, "found 'b', expected: ',' or 'end of string'");
+        let err = LabelSelector::parse("x\0y=a").unwrap_err().0;
+        assert_eq!(
+            err,
+            "unable to parse requirement: found 'y', expected: in, notin, =, ==, !=, gt, lt"
+        );
+        // Upstream reads `x=\0a` as `x=a` and a trailing NUL as the end.
+        assert_eq!(LabelSelector::parse("x=\0a").unwrap().to_string(), "x=a");
+        assert_eq!(LabelSelector::parse("x=a\0").unwrap().to_string(), "x=a");
     }
 
     #[test]
