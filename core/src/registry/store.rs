@@ -183,9 +183,15 @@ impl<T: Resource> Store<T> {
 
     fn key(&self, namespace: Option<&str>, name: &str) -> Result<String, ApiError> {
         let namespace = if T::namespaced() { namespace } else { None };
-        self.keys
+        let key = self
+            .keys
             .object(namespace, name)
-            .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))
+            .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
+        // A key no backend accepts (a NUL byte in the name) names nothing that can exist, as on etcd.
+        if storage::validate_key(&key).is_err() {
+            return Err(ApiError::not_found(&Self::resource(), name));
+        }
+        Ok(key)
     }
 
     /// Decodes stored bytes and sets `metadata.resourceVersion` from the revision that wrote them.

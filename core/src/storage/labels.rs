@@ -707,6 +707,43 @@ fn is_dns1123_subdomain(s: &str) -> bool {
         })
 }
 
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const DNS1123_LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+
+/// Upstream `IsDNS1123Subdomain`: the reasons `value` is not a lowercase RFC 1123 subdomain (empty when it is).
+pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 253 {
+        errs.push("must be no more than 253 characters".to_string());
+    }
+    if !is_dns1123_subdomain(value) {
+        errs.push(regex_error(
+            DNS1123_SUBDOMAIN_ERR,
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        ));
+    }
+    errs
+}
+
+/// Upstream `IsDNS1123Label`: the reasons `value` is not a lowercase RFC 1123 label (empty when it is).
+pub fn dns1123_label_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    if !is_dns1123_subdomain(value) {
+        errs.push(regex_error(
+            DNS1123_LABEL_ERR,
+            DNS1123_LABEL_FMT,
+            &["my-name", "123-abc"],
+        ));
+    } else if value.contains('.') {
+        errs.push("must not contain dots".to_string());
+    }
+    errs
+}
+
 /// Upstream `IsQualifiedName`: the reasons `value` is not a valid label key (empty when it is).
 pub fn qualified_name_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
