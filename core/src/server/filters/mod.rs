@@ -77,3 +77,65 @@ impl FilterChain {
             ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{AlwaysAllow, Anonymous};
+    use axum::body::{Body, Bytes};
+    use axum::extract::Request;
+    use axum::routing::{get, post};
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    fn chain(router: Router) -> Router {
+        FilterChain {
+            request_info: Arc::new(RequestInfoFactory::default()),
+            authenticator: Arc::new(Anonymous),
+            authorizer: Arc::new(AlwaysAllow),
+            request_timeout: Duration::from_millis(100),
+        }
+        .apply(router)
+    }
+
+    /// Probe finding C3: a body that never completes held its request open; the chain now answers 504.
+    #[tokio::test]
+    async fn a_body_that_never_completes_times_out() {
+        let app = chain(Router::new().route(
+            "/apis/g/v/namespaces/ns/things",
+            post(|body: Bytes| async move { format!("{} bytes", body.len()) }),
+        ));
+        let ten_bytes =
+            futures::stream::once(async { Ok::<_, std::io::Error>(Bytes::from("0123456789")) });
+        let body = Body::from_stream(futures::StreamExt::chain(
+            ten_bytes,
+            futures::stream::pending(),
+        ));
+        let request = Request::post("/apis/g/v/namespaces/ns/things")
+            .header("content-length", "1000")
+            .body(body)
+            .unwrap();
+        let response = app.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 504);
+        assert!(response.headers().contains_key("audit-id"));
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status["reason"], "Timeout");
+        assert_eq!(status["message"], timeout::TIMEOUT_MESSAGE);
+    }
+
+    #[tokio::test]
+    async fn watches_outlast_the_request_timeout() {
+        let app = chain(Router::new().route(
+            "/apis/g/v/things",
+            get(|| async {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                "events"
+            }),
+        ));
+        let request = Request::get("/apis/g/v/things?watch=1")
+            .body(Body::empty())
+            .unwrap();
+        assert_eq!(app.oneshot(request).await.unwrap().status(), 200);
+    }
+}
