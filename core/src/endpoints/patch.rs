@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::api::Endpoint;
 use super::context::{Context, WriteOptions};
-use super::create::decode_error;
+use super::create::{LARGE_BODY_BYTES, cpu_heavy, decode_error};
 use super::get::render_object;
 use super::json_patch::JsonPatch;
 use super::output::finish;
@@ -162,11 +162,17 @@ impl<T: Resource> UpdatedObject<T> for Patched<'_, T> {
     async fn updated(&self, current: Option<&T>) -> Result<T, ApiError> {
         let current =
             current.ok_or_else(|| ApiError::not_found(&T::group_resource(), self.name))?;
-        let patched = self.apply(current)?;
-        let decoded = self
-            .codec
-            .decode(&patched, MediaType::Json, self.version, self.validation)
-            .map_err(decode_error)?;
+        let patched = cpu_heavy(|| self.apply(current))?;
+        let decode = || {
+            self.codec
+                .decode(&patched, MediaType::Json, self.version, self.validation)
+        };
+        let decoded = if patched.len() > LARGE_BODY_BYTES {
+            cpu_heavy(decode)
+        } else {
+            decode()
+        }
+        .map_err(decode_error)?;
         if let Ok(mut warnings) = self.warnings.lock() {
             *warnings = decoded.warnings;
         }
