@@ -286,9 +286,9 @@ pub fn validate_field_manager(manager: &str, path: &Path) -> ErrorList {
     errors
 }
 
-/// Go's `unicode.IsPrint` for the characters that matter here: control characters, separators other than the
-/// ASCII space, and unassigned or private code points are not printable. Close enough: the checks that need it
-/// only refuse what is not printable, and every character `char::is_control` names is refused.
+/// Go's `unicode.IsPrint`, approximately: control characters, white space other than the ASCII space, common
+/// format characters and private-use code points are not printable. Unassigned code points pass (there are no
+/// Unicode category tables here).
 fn is_go_printable(c: char) -> bool {
     if c == ' ' {
         return true;
@@ -308,14 +308,33 @@ fn go_unicode(c: char) -> String {
     }
 }
 
-/// Checks what an update may not change (upstream `ValidateObjectMetaUpdate`) plus the new metadata itself.
+/// Checks an update as upstream's `ValidateObjectMetaUpdate`: what may not change, and the metadata that may
+/// (labels, annotations, owner references, finalizers, managed fields). Name and namespace are immutable, so
+/// their format is not checked again: objects stored under older rules keep updating.
 pub fn validate_object_meta_update(
     new: &ObjectMeta,
     old: &ObjectMeta,
     namespaced: bool,
 ) -> ErrorList {
     let path = Path::new("metadata");
-    let mut errors = validate_object_meta(new, namespaced);
+    let mut errors = ErrorList::default();
+    if !namespaced && !new.namespace.is_empty() {
+        errors.push(FieldError::forbidden(
+            path.child("namespace"),
+            "not allowed on this type",
+        ));
+    }
+    // Upstream checks generateName on create only; a changed one is checked here too, so that an update cannot
+    // store what a create would refuse (and an old object keeps updating).
+    if !new.generate_name.is_empty() && new.generate_name != old.generate_name {
+        for msg in name_errors(&new.generate_name, true) {
+            errors.push(FieldError::invalid(
+                path.child("generateName"),
+                &new.generate_name,
+                &msg,
+            ));
+        }
+    }
     let immutable = |field: &str, new: &str, old: &str, errors: &mut ErrorList| {
         if new != old {
             errors.push(FieldError::invalid(
@@ -350,6 +369,7 @@ pub fn validate_object_meta_update(
             "field is immutable; may only be changed via deletion",
         ));
     }
+    errors.extend(validate_mutable_meta(new));
     errors
 }
 
@@ -543,6 +563,29 @@ mod tests {
                 "metadata.managedFields[1].manager: Invalid value: \"a\\x01\": invalid character U+0001 (at position 1)",
             ]
         );
+    }
+
+    #[test]
+    fn updates_check_a_changed_generate_name() {
+        let old = ObjectMeta {
+            generate_name: "Old-".into(),
+            ..valid()
+        };
+        assert!(validate_object_meta_update(&old, &old, true).is_empty());
+        let new = ObjectMeta {
+            generate_name: "x".repeat(300),
+            ..old.clone()
+        };
+        let text = validate_object_meta_update(&new, &old, true).aggregate();
+        assert!(
+            text.contains("must be no more than 253 characters"),
+            "{text}"
+        );
+        let new = ObjectMeta {
+            finalizers: vec!["Bad Name!".into()],
+            ..old.clone()
+        };
+        assert_eq!(validate_object_meta_update(&new, &old, true).len(), 1);
     }
 
     /// Probe finding D3: upstream's fieldManager rules.
