@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -26,6 +26,9 @@ use super::{
 /// The default bound of [`CacheConfig::history_bytes`].
 pub const DEFAULT_HISTORY_BYTES: usize = 64 * 1024 * 1024;
 
+/// The default bound of [`CacheConfig::watcher_buffer_bytes`].
+pub const DEFAULT_WATCHER_BUFFER_BYTES: usize = 64 * 1024 * 1024;
+
 /// Tuning of a [`WatchCache`].
 #[derive(Clone, Debug)]
 pub struct CacheConfig {
@@ -36,6 +39,9 @@ pub struct CacheConfig {
     pub history_bytes: usize,
     /// Events buffered per watcher; a watcher that falls further behind is cut off (it re-watches).
     pub watcher_buffer: usize,
+    /// The most bytes of changes buffered per watcher, likewise: a slow watcher must not keep megabytes of
+    /// objects alive after the history has let go of them.
+    pub watcher_buffer_bytes: usize,
     /// How often watchers that accept bookmarks get one (upstream: every minute).
     pub bookmark_interval: Duration,
     /// How long a read waits for the cache to reach a resourceVersion before answering from the backend or failing.
@@ -48,6 +54,7 @@ impl Default for CacheConfig {
             history: 10_000,
             history_bytes: DEFAULT_HISTORY_BYTES,
             watcher_buffer: 1_000,
+            watcher_buffer_bytes: DEFAULT_WATCHER_BUFFER_BYTES,
             bookmark_interval: Duration::from_secs(60),
             fresh_timeout: Duration::from_secs(3),
         }
@@ -61,6 +68,16 @@ enum Message {
     Reset,
 }
 
+impl Message {
+    /// What a queued message keeps alive.
+    fn bytes(&self) -> usize {
+        match self {
+            Message::Change(change) => change_bytes(change),
+            Message::Bookmark(_) | Message::Reset => 0,
+        }
+    }
+}
+
 struct Watcher {
     range: KeyRange,
     bookmarks: bool,
@@ -68,6 +85,10 @@ struct Watcher {
     progress: bool,
     tx: mpsc::Sender<Message>,
     overflowed: Arc<AtomicBool>,
+    /// Bytes of changes sent and not yet received.
+    queued: Arc<AtomicUsize>,
+    /// The most `queued` may reach (one change is always let through).
+    max_queued: usize,
 }
 
 #[derive(Default)]
@@ -123,7 +144,14 @@ impl State {
             if !filter(w) {
                 return !w.tx.is_closed();
             }
-            match w.tx.try_send(message()) {
+            let message = message();
+            let size = message.bytes();
+            let queued = w.queued.fetch_add(size, Ordering::AcqRel);
+            if queued > 0 && queued + size > w.max_queued {
+                w.overflowed.store(true, Ordering::Release);
+                return false;
+            }
+            match w.tx.try_send(message) {
                 Ok(()) => true,
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     w.overflowed.store(true, Ordering::Release);
@@ -244,6 +272,7 @@ impl WatchCache {
     ) -> Option<CachedWatch> {
         let (tx, rx) = mpsc::channel(self.shared.config.watcher_buffer);
         let overflowed = Arc::new(AtomicBool::new(false));
+        let queued = Arc::new(AtomicUsize::new(0));
         let mut pending = VecDeque::new();
         let mut st = self.shared.lock();
         if initial_events {
@@ -281,11 +310,14 @@ impl WatchCache {
             progress: opts.progress_notify,
             tx,
             overflowed: overflowed.clone(),
+            queued: queued.clone(),
+            max_queued: self.shared.config.watcher_buffer_bytes,
         });
         Some(CachedWatch {
             pending,
             rx,
             overflowed,
+            queued,
             predicate: opts.predicate.clone(),
             after,
             done: false,
@@ -517,6 +549,8 @@ struct CachedWatch {
     pending: VecDeque<WatchEvent>,
     rx: mpsc::Receiver<Message>,
     overflowed: Arc<AtomicBool>,
+    /// Shared with the sender's [`Watcher::queued`].
+    queued: Arc<AtomicUsize>,
     predicate: Predicate,
     after: u64,
     done: bool,
@@ -531,7 +565,11 @@ impl CachedWatch {
             return None;
         }
         loop {
-            match self.rx.recv().await {
+            let message = self.rx.recv().await;
+            if let Some(message) = &message {
+                self.queued.fetch_sub(message.bytes(), Ordering::AcqRel);
+            }
+            match message {
                 Some(Message::Change(change)) => {
                     if change.revision <= self.after {
                         continue;
@@ -940,6 +978,54 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(next(&mut w).await.revision, first.revision + 1);
+    }
+
+    /// A watcher that does not read is cut off once its queued changes hold more than its byte budget.
+    #[tokio::test]
+    async fn slow_watchers_are_bounded_by_bytes() {
+        let inner: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        let cache = WatchCache::new(
+            inner,
+            "/r",
+            CacheConfig {
+                watcher_buffer_bytes: 5_000,
+                ..CacheConfig::default()
+            },
+        )
+        .unwrap();
+        let first = cache
+            .create("/r/a", Bytes::from(vec![b'0'; 1000]))
+            .await
+            .unwrap();
+        assert!(cache.wait_fresh(first.revision).await);
+        let opts = WatchOptions {
+            resource_version: Some(first.revision),
+            recursive: true,
+            ..WatchOptions::default()
+        };
+        let mut slow = cache.watch("/r", &opts).await.unwrap();
+        let mut reader = cache.watch("/r", &opts).await.unwrap();
+        let mut last = first.revision;
+        for i in 1..=10u8 {
+            let mut update =
+                |_: Option<StoredObject>| async move { Ok(Bytes::from(vec![b'0' + i; 1000])) };
+            last = cache
+                .guaranteed_update("/r/a", false, None, &mut update, None)
+                .await
+                .unwrap()
+                .revision;
+            assert_eq!(next(&mut reader).await.revision, last);
+        }
+        // Each change holds 2,000 bytes: two were queued, the third went over 5,000.
+        let mut kinds = Vec::new();
+        while let Some(event) = slow.next().await {
+            kinds.push(event.event_type);
+        }
+        assert_eq!(
+            kinds,
+            vec![EventType::Modified, EventType::Modified, EventType::Error]
+        );
+        assert!(cache.wait_fresh(last).await);
     }
 
     #[tokio::test]
