@@ -116,15 +116,16 @@ pub trait FieldValue {
     fn render(&self) -> String;
 }
 
+/// Strings are quoted as Go's `%q` does (`"a\x00"`), so control characters show as upstream shows them.
 impl FieldValue for str {
     fn render(&self) -> String {
-        format!("{self:?}")
+        crate::storage::labels::go_quote(self)
     }
 }
 
 impl FieldValue for String {
     fn render(&self) -> String {
-        format!("{self:?}")
+        self.as_str().render()
     }
 }
 
@@ -192,11 +193,12 @@ impl FieldError {
     }
 
     pub fn too_long(field: Path, max: usize) -> Self {
+        let unit = if max == 1 { "byte" } else { "bytes" };
         Self::new(
             ErrorType::TooLong,
             &field,
             String::new(),
-            &format!("must have at most {max} bytes"),
+            &format!("may not be more than {max} {unit}"),
         )
     }
 
@@ -274,17 +276,24 @@ impl ErrorList {
     /// The errors as one message, as upstream's `ToAggregate().Error()`: one error alone, several as
     /// `[a, b]`, duplicates removed.
     pub fn aggregate(&self) -> String {
-        let mut messages: Vec<String> = Vec::new();
-        for error in &self.0 {
-            let message = error.to_string();
-            if !messages.contains(&message) {
-                messages.push(message);
-            }
-        }
-        match messages.len() {
-            1 => messages.remove(0),
+        let mut seen = std::collections::HashSet::new();
+        let messages: Vec<String> = self
+            .0
+            .iter()
+            .map(ToString::to_string)
+            .filter(|m| seen.insert(m.clone()))
+            .collect();
+        match messages.as_slice() {
+            [one] => one.clone(),
             _ => format!("[{}]", messages.join(", ")),
         }
+    }
+
+    /// The first `max` errors, and how many were left out: a request with thousands of bad fields gets a bounded
+    /// answer (upstream has no such bound; its answer would grow with the input).
+    pub fn truncated(&self, max: usize) -> (ErrorList, usize) {
+        let kept = ErrorList(self.0.iter().take(max).cloned().collect());
+        (kept, self.0.len().saturating_sub(max))
     }
 }
 
@@ -368,6 +377,17 @@ mod tests {
             Path::new("metadata").child("labels").key("app").to_string(),
             "metadata.labels[app]"
         );
+    }
+
+    #[test]
+    fn truncation_keeps_the_first_errors() {
+        let many: ErrorList = (0..1000)
+            .map(|i| FieldError::required(Path::new("a").index(i), ""))
+            .collect();
+        let (kept, left_out) = many.truncated(100);
+        assert_eq!((kept.len(), left_out), (100, 900));
+        assert_eq!(kept.iter().last().unwrap().field, "a[99]");
+        assert_eq!(many.truncated(5000).1, 0);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! no intermediate `serde_json::Value`. [`decode_json`] decodes a type and reads the root
 //! `kind`/`apiVersion` in the same pass, applying [`FieldValidation`].
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io;
 
@@ -84,8 +85,9 @@ pub struct Decoded<T> {
 /// Like upstream, repeated keys keep the last value and malformed JSON fails with
 /// `couldn't get version/kind; json parse error: ...`.
 pub fn peek_json_type_meta(data: &[u8]) -> Result<ApiVersionKind, CodecError> {
+    let data = replace_invalid_unicode(data);
     let peek: Peek =
-        serde_json::from_slice(data).map_err(|e| CodecError::JsonSyntax(e.to_string()))?;
+        serde_json::from_slice(&data).map_err(|e| CodecError::JsonSyntax(e.to_string()))?;
     let tm = ApiVersionKind {
         api_version: peek.api_version.unwrap_or_default(),
         kind: peek.kind.unwrap_or_default(),
@@ -140,6 +142,7 @@ pub fn decode_json<T: DeserializeOwned>(
     data: &[u8],
     validation: FieldValidation,
 ) -> Result<Decoded<T>, CodecError> {
+    let data: &[u8] = &replace_invalid_unicode(data);
     let tracker = RefCell::new(Tracker::default());
     let result = run::<T>(data, &tracker);
     let t = tracker.into_inner();
@@ -157,6 +160,87 @@ pub fn decode_json<T: DeserializeOwned>(
         Err(e) if !t.dup_suspect && !is_duplicate_error(&e) => Err(json_error(e)),
         _ => decode_with_duplicates(data, validation),
     }
+}
+
+/// Makes JSON text acceptable to serde_json the way Go's `encoding/json` reads it: invalid UTF-8 bytes and lone
+/// UTF-16 surrogate escapes (`"\ud800"`) become U+FFFD instead of failing the decode. Borrows when there is
+/// nothing to replace.
+pub(crate) fn replace_invalid_unicode(data: &[u8]) -> Cow<'_, [u8]> {
+    let data = match std::str::from_utf8(data) {
+        Ok(_) => Cow::Borrowed(data),
+        Err(_) => Cow::Owned(replace_invalid_utf8(data)),
+    };
+    match replace_lone_surrogates(&data) {
+        Some(fixed) => Cow::Owned(fixed),
+        None => data,
+    }
+}
+
+/// Each byte that does not start a valid UTF-8 sequence becomes U+FFFD (Go's `utf8.DecodeRune` consumes one
+/// byte per error).
+fn replace_invalid_utf8(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + 16);
+    loop {
+        match std::str::from_utf8(data) {
+            Ok(_) => {
+                out.extend_from_slice(data);
+                return out;
+            }
+            Err(e) => {
+                let valid = e.valid_up_to();
+                out.extend_from_slice(&data[..valid]);
+                out.extend_from_slice("\u{FFFD}".as_bytes());
+                data = &data[valid + 1..];
+            }
+        }
+    }
+}
+
+/// Rewrites `\uXXXX` escapes of surrogates that are not a high-low pair to `\ufffd`; `None` when there are none.
+fn replace_lone_surrogates(data: &[u8]) -> Option<Vec<u8>> {
+    fn escape_at(data: &[u8], i: usize) -> Option<u32> {
+        if data.get(i) != Some(&b'\\') || data.get(i + 1) != Some(&b'u') {
+            return None;
+        }
+        let hex = std::str::from_utf8(data.get(i + 2..i + 6)?).ok()?;
+        u32::from_str_radix(hex, 16).ok()
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    while i < data.len() {
+        if data[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        let Some(unit) = escape_at(data, i) else {
+            // Any other escape: skip the escaped character too, so that `\\ud800` stays text.
+            i += 2;
+            continue;
+        };
+        let lone = match unit {
+            0xD800..=0xDBFF => match escape_at(data, i + 6) {
+                Some(0xDC00..=0xDFFF) => {
+                    i += 12;
+                    continue;
+                }
+                _ => true,
+            },
+            0xDC00..=0xDFFF => true,
+            _ => false,
+        };
+        if lone {
+            let buf = out.get_or_insert_with(|| Vec::with_capacity(data.len()));
+            buf.extend_from_slice(&data[copied..i]);
+            buf.extend_from_slice(b"\\ufffd");
+            copied = i + 6;
+        }
+        i += 6;
+    }
+    out.map(|mut buf| {
+        buf.extend_from_slice(&data[copied..]);
+        buf
+    })
 }
 
 fn run<T: DeserializeOwned>(data: &[u8], st: &RefCell<Tracker>) -> Result<T, serde_json::Error> {
@@ -515,4 +599,44 @@ pub fn write_json<W: io::Write, T: Serialize + ?Sized>(
         serde_json::error::Category::Io => CodecError::Io(e.into()),
         _ => CodecError::Encode(e.to_string()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    struct Named {
+        name: String,
+    }
+
+    fn name_of(json: &[u8]) -> String {
+        decode_json::<Named>(json, FieldValidation::Strict)
+            .unwrap()
+            .object
+            .name
+    }
+
+    /// Probe finding D5: Go's decoder reads lone surrogates and invalid UTF-8 as U+FFFD; so does this one.
+    #[test]
+    fn invalid_unicode_becomes_the_replacement_character() {
+        assert_eq!(name_of(br#"{"name":"a\ud800b"}"#), "a\u{FFFD}b");
+        assert_eq!(name_of(br#"{"name":"\udc00"}"#), "\u{FFFD}");
+        assert_eq!(name_of(br#"{"name":"\ud800\u0041"}"#), "\u{FFFD}A");
+        assert_eq!(name_of(br#"{"name":"\ud83d\ude00"}"#), "\u{1F600}");
+        assert_eq!(name_of(br#"{"name":"\\ud800"}"#), "\\ud800");
+        assert_eq!(
+            name_of(b"{\"name\":\"a\xffb\xf0\x9f\x98\"}"),
+            "a\u{FFFD}b\u{FFFD}\u{FFFD}\u{FFFD}"
+        );
+        let peeked = peek_json_type_meta(br#"{"kind":"K\udfff","apiVersion":"v1"}"#).unwrap();
+        assert_eq!(peeked.kind, "K\u{FFFD}");
+        // Outside strings an invalid byte is still a syntax error.
+        assert!(decode_json::<Named>(b"{\"name\":\"a\"\xff}", FieldValidation::Strict).is_err());
+        // Nothing to replace: no copy.
+        assert!(matches!(
+            replace_invalid_unicode(br#"{"a":"\n\u00e9"}"#),
+            Cow::Borrowed(_)
+        ));
+    }
 }

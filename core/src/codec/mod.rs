@@ -25,7 +25,7 @@
 //! ```
 
 mod error;
-mod json;
+pub(crate) mod json;
 mod media;
 mod protobuf;
 mod validation;

@@ -108,9 +108,11 @@ pub(crate) struct WriteOptions {
 }
 
 impl WriteOptions {
-    /// The negotiated answer, `dryRun` and `fieldValidation`; option errors name `options_kind`
+    /// The negotiated answer, `dryRun` and `fieldValidation` (and a checked `fieldManager`); option errors name `options_kind`
     /// (`CreateOptions`, ...).
     pub fn parse(context: &Context, options_kind: &str) -> Result<Self, ApiError> {
+        // Not used yet (no managed fields are written), but refused as upstream refuses it.
+        context.params.field_manager(options_kind)?;
         Ok(WriteOptions {
             output: Output::negotiate(context, false)?,
             dry_run: context.params.dry_run(options_kind)?,

@@ -69,13 +69,34 @@ pub(super) fn decode_body<T: Resource>(
     media_type: MediaType,
     validation: FieldValidation,
 ) -> Result<T, ApiError> {
-    let decoded = endpoint
-        .store
-        .codec()
-        .decode(body, media_type, context.version(), validation)
-        .map_err(decode_error)?;
+    let decode = || {
+        endpoint
+            .store
+            .codec()
+            .decode(body, media_type, context.version(), validation)
+    };
+    let decoded = if body.len() > LARGE_BODY_BYTES {
+        cpu_heavy(decode)
+    } else {
+        decode()
+    }
+    .map_err(decode_error)?;
     context.warn_all(&decoded.warnings);
     Ok(decoded.object)
+}
+
+/// Bodies from this size on are decoded with [`cpu_heavy`]: a body of several megabytes takes long enough to
+/// hold up the other requests of its worker thread.
+pub(super) const LARGE_BODY_BYTES: usize = 256 * 1024;
+
+/// Runs CPU-heavy work so that the other tasks of this worker thread move to another worker meanwhile
+/// (`block_in_place` on a multi-threaded runtime; inline on a current-thread one, which has no other worker).
+pub(super) fn cpu_heavy<R>(work: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
 }
 
 /// A body that cannot become the endpoint's type: 400 with the codec's upstream text.
@@ -83,5 +104,27 @@ pub(super) fn decode_error(err: DecodeError) -> ApiError {
     match err {
         DecodeError::Codec(e) => codec_error(e),
         other => ApiError::bad_request(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_heavy;
+
+    #[test]
+    fn cpu_heavy_work_runs_on_any_runtime() {
+        assert_eq!(cpu_heavy(|| 1), 1);
+        let current = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert_eq!(current.block_on(async { cpu_heavy(|| 2) }), 2);
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        assert_eq!(
+            multi.block_on(async { tokio::spawn(async { cpu_heavy(|| 3) }).await.unwrap() }),
+            3
+        );
     }
 }

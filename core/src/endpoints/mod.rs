@@ -10,6 +10,7 @@ mod context;
 mod create;
 mod delete;
 mod get;
+mod json_patch;
 mod list;
 mod output;
 mod params;

@@ -3,6 +3,7 @@
 use crate::codec::FieldValidation;
 use crate::meta::DRY_RUN_ALL;
 use crate::registry::ApiError;
+use crate::registry::validate_field_manager;
 use crate::runtime::GroupKind;
 use crate::storage::{FieldSelector, LabelSelector, ResourceVersionMatch};
 use crate::validation::{ErrorList, FieldError, Path};
@@ -80,6 +81,16 @@ impl Params {
             return Err(options_invalid(options_kind, &errors));
         }
         Ok(!values.is_empty())
+    }
+
+    /// `fieldManager`: at most 128 printable characters (upstream `ValidateFieldManager`); empty when not given.
+    pub fn field_manager(&self, options_kind: &str) -> Result<&str, ApiError> {
+        let manager = self.get("fieldManager").unwrap_or("");
+        let errors = validate_field_manager(manager, &Path::new("fieldManager"));
+        if !errors.is_empty() {
+            return Err(options_invalid(options_kind, &errors));
+        }
+        Ok(manager)
     }
 
     /// `fieldValidation`: `Strict`, `Warn` (the default) or `Ignore`.
@@ -303,6 +314,11 @@ mod tests {
         assert_eq!(
             p.field_validation("CreateOptions").unwrap(),
             FieldValidation::Strict
+        );
+        let p = Params::parse(Some("fieldManager=a%01"));
+        assert_eq!(
+            p.field_manager("PatchOptions").unwrap_err().message,
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Invalid value: \"a\\x01\": invalid character U+0001 (at position 1)"
         );
         let p = Params::parse(Some("dryRun=Some&fieldValidation=Loose"));
         let err = p.dry_run("CreateOptions").unwrap_err();

@@ -13,11 +13,13 @@ use serde_json::Value;
 
 use super::api::Endpoint;
 use super::context::{Context, WriteOptions};
-use super::create::decode_error;
+use super::create::{LARGE_BODY_BYTES, cpu_heavy, decode_error};
 use super::get::render_object;
+use super::json_patch::JsonPatch;
 use super::output::finish;
 use super::update::{admit, attributes};
 use crate::admission::{Attributes, Chain, Operation};
+use crate::codec::json::replace_invalid_unicode;
 use crate::codec::{FieldValidation, MediaType, parse_content_type};
 use crate::registry::{ApiError, UpdatedObject};
 use crate::runtime::{Resource, ResourceCodec};
@@ -100,6 +102,16 @@ fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
     }
 }
 
+/// Upstream answers every failed JSON patch operation with this one text (`NewGenericServerResponse(422, ...)`
+/// drops the patch library's message), whatever the operation and the reason.
+fn patch_failed() -> ApiError {
+    ApiError::new(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+    )
+}
+
 /// A patch, applied to the current object each time the update is tried.
 struct Patched<'a, T: Resource> {
     codec: &'a ResourceCodec<T>,
@@ -123,21 +135,22 @@ impl<T: Resource> Patched<'_, T> {
         let mut document: Value = serde_json::from_slice(&encoded).map_err(ApiError::internal)?;
         match self.patch_type {
             PatchType::Json => {
-                let patch: json_patch::Patch = serde_json::from_slice(&self.patch)
-                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                if patch.0.len() > MAX_JSON_PATCH_OPERATIONS {
+                let patch = JsonPatch::decode(&self.patch).map_err(ApiError::bad_request)?;
+                if patch.len() > MAX_JSON_PATCH_OPERATIONS {
                     return Err(ApiError::request_entity_too_large(&format!(
                         "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
-                        patch.0.len()
+                        patch.len()
                     )));
                 }
-                json_patch::patch(&mut document, &patch)
-                    .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+                patch.apply(&mut document).map_err(|e| {
+                    tracing::debug!(error = %e, "JSON patch not applied");
+                    patch_failed()
+                })?;
             }
             PatchType::Merge => {
-                let patch: Value = serde_json::from_slice(&self.patch)
+                let patch: Value = serde_json::from_slice(&replace_invalid_unicode(&self.patch))
                     .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                json_patch::merge(&mut document, &patch);
+                ::json_patch::merge(&mut document, &patch);
             }
         }
         serde_json::to_vec(&document).map_err(ApiError::internal)
@@ -149,11 +162,17 @@ impl<T: Resource> UpdatedObject<T> for Patched<'_, T> {
     async fn updated(&self, current: Option<&T>) -> Result<T, ApiError> {
         let current =
             current.ok_or_else(|| ApiError::not_found(&T::group_resource(), self.name))?;
-        let patched = self.apply(current)?;
-        let decoded = self
-            .codec
-            .decode(&patched, MediaType::Json, self.version, self.validation)
-            .map_err(decode_error)?;
+        let patched = cpu_heavy(|| self.apply(current))?;
+        let decode = || {
+            self.codec
+                .decode(&patched, MediaType::Json, self.version, self.validation)
+        };
+        let decoded = if patched.len() > LARGE_BODY_BYTES {
+            cpu_heavy(decode)
+        } else {
+            decode()
+        }
+        .map_err(decode_error)?;
         if let Ok(mut warnings) = self.warnings.lock() {
             *warnings = decoded.warnings;
         }

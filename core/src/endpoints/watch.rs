@@ -28,6 +28,20 @@ use crate::storage::{EventType, INITIAL_EVENTS_END_ANNOTATION, WatchEvent};
 /// Upstream's `MinRequestTimeout` (1800 s): a watch without `timeoutSeconds` lasts between it and twice it.
 const MIN_REQUEST_TIMEOUT: u64 = 1800;
 
+/// How long a watch lasts: `timeoutSeconds`; when absent or zero, random in [MinRequestTimeout,
+/// 2×MinRequestTimeout] (upstream `ListResource`); when negative, not at all (upstream's
+/// `context.WithTimeout` with a negative duration is done at once).
+fn watch_timeout(timeout_seconds: Option<i64>) -> Duration {
+    match timeout_seconds {
+        Some(seconds) if seconds > 0 => Duration::from_secs(seconds as u64),
+        Some(seconds) if seconds < 0 => Duration::ZERO,
+        _ => {
+            let jitter = (uuid::Uuid::new_v4().as_u128() % MIN_REQUEST_TIMEOUT as u128) as u64;
+            Duration::from_secs(MIN_REQUEST_TIMEOUT + jitter)
+        }
+    }
+}
+
 pub(super) async fn watch<T: Resource>(endpoint: &Endpoint<T>, context: Context) -> Response {
     let result = start(endpoint, &context).await;
     finish(&context, result)
@@ -40,13 +54,7 @@ async fn start<T: Resource>(
     let output = Output::negotiate(context, true)?;
     output.check_transform(true, &format!("*{}.{}List", context.version(), T::KIND))?;
     let params = ListParams::parse(&context.params)?;
-    let timeout = match params.timeout_seconds {
-        Some(seconds) if seconds > 0 => Duration::from_secs(seconds as u64),
-        _ => {
-            let jitter = (uuid::Uuid::new_v4().as_u128() % MIN_REQUEST_TIMEOUT as u128) as u64;
-            Duration::from_secs(MIN_REQUEST_TIMEOUT + jitter)
-        }
-    };
+    let timeout = watch_timeout(params.timeout_seconds);
     let request = list_request::<T>(params, context)?;
     let allow_bookmarks = request.allow_watch_bookmarks;
     let events = endpoint
@@ -74,6 +82,9 @@ async fn start<T: Resource>(
         })
         .filter_map(move |event| futures::future::ready(encoder.frame(event, allow_bookmarks)))
         .take_until(tokio::time::sleep(timeout));
+    // A timeout already over (negative `timeoutSeconds`): upstream's watch context is done before the first
+    // event, so the stream ends at once.
+    let frames = frames.take_while(move |_| futures::future::ready(!timeout.is_zero()));
     let body = match &context.shutdown {
         Some(shutdown) => Body::from_stream(shutdown.end_with_drain(frames)),
         None => Body::from_stream(frames),
@@ -265,6 +276,19 @@ impl FrameCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Probe finding D6: `timeoutSeconds=-1` kept a watch open forever; upstream's ends at once.
+    #[test]
+    fn watch_timeouts() {
+        assert_eq!(watch_timeout(Some(-1)), Duration::ZERO);
+        assert_eq!(watch_timeout(Some(5)), Duration::from_secs(5));
+        for default in [watch_timeout(None), watch_timeout(Some(0))] {
+            assert!(
+                (MIN_REQUEST_TIMEOUT..2 * MIN_REQUEST_TIMEOUT).contains(&default.as_secs()),
+                "{default:?}"
+            );
+        }
+    }
 
     fn key(revision: u64) -> FrameKey {
         FrameKey {

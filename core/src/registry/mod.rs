@@ -7,9 +7,11 @@ mod store;
 mod strategy;
 
 pub use error::{ApiError, Cause, Details, OPTIMISTIC_LOCK_ERROR_MSG};
-pub use object_meta::{generate_name, validate_object_meta, validate_object_meta_update};
+pub use object_meta::{
+    generate_name, validate_field_manager, validate_object_meta, validate_object_meta_update,
+};
 pub use store::{
-    AdmissionCheck, DeletePreconditions, ListRequest, NoAdmission, ObjectList, Replace, Store,
-    UpdatedObject, WatchItem, WatchItems, Written, attrs_of,
+    AdmissionCheck, DeletePreconditions, ListRequest, MAX_OBJECT_BYTES, NoAdmission, ObjectList,
+    Replace, Store, UpdatedObject, WatchItem, WatchItems, Written, attrs_of,
 };
 pub use strategy::{DefaultStrategy, Strategy};

@@ -22,6 +22,10 @@ use super::object_meta::{
 use super::{ApiError, OPTIMISTIC_LOCK_ERROR_MSG, Strategy};
 use crate::validation::{FieldError, Path};
 
+/// The largest object the store writes: etcd's default request limit (`--max-request-bytes`, 1.5 MiB), so that
+/// every backend holds what etcd would, and memory (history, watch cache) is bounded per object.
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
+
 /// Validating admission, handed to the store by the handler so that it runs at the right point of each flow
 /// (after validation, inside the optimistic update loop) without the store knowing about admission.
 #[async_trait]
@@ -183,9 +187,15 @@ impl<T: Resource> Store<T> {
 
     fn key(&self, namespace: Option<&str>, name: &str) -> Result<String, ApiError> {
         let namespace = if T::namespaced() { namespace } else { None };
-        self.keys
+        let key = self
+            .keys
             .object(namespace, name)
-            .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))
+            .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
+        // A key no backend accepts (a NUL byte in the name) names nothing that can exist, as on etcd.
+        if storage::validate_key(&key).is_err() {
+            return Err(ApiError::not_found(&Self::resource(), name));
+        }
+        Ok(key)
     }
 
     /// Decodes stored bytes and sets `metadata.resourceVersion` from the revision that wrote them.
@@ -198,7 +208,8 @@ impl<T: Resource> Store<T> {
         Ok(object)
     }
 
-    /// Encodes for storage: without resourceVersion (the backend's revision is the resourceVersion).
+    /// Encodes for storage: without resourceVersion (the backend's revision is the resourceVersion). Larger than
+    /// [`MAX_OBJECT_BYTES`]: 413.
     fn encode(&self, object: &T) -> Result<Bytes, ApiError> {
         let mut object = object.clone();
         object.metadata_mut().resource_version.clear();
@@ -207,6 +218,12 @@ impl<T: Resource> Store<T> {
             .codec
             .encode_stored(&object, self.storage_format)
             .map_err(ApiError::internal)?;
+        if bytes.len() > MAX_OBJECT_BYTES {
+            return Err(ApiError::request_entity_too_large(&format!(
+                "the object is {} bytes in storage, limit is {MAX_OBJECT_BYTES}",
+                bytes.len()
+            )));
+        }
         Ok(Bytes::from(bytes))
     }
 

@@ -73,6 +73,12 @@ pub struct ServingOptions {
     #[arg(long = "min-request-timeout", default_value_t = 1800)]
     pub min_request_timeout: u64,
 
+    /// An optional field indicating the duration a handler must keep a request open before timing it out. This is
+    /// the default request timeout for requests but may be overridden by flags such as --min-request-timeout for
+    /// specific types of requests (watches). 0 means no limit.
+    #[arg(long = "request-timeout", default_value = "1m0s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+
     /// The maximum number of non-mutating requests in flight at a given time; 0 means no limit.
     #[arg(long = "max-requests-inflight", default_value_t = 400)]
     pub max_requests_inflight: u32,
@@ -94,6 +100,7 @@ impl Default for ServingOptions {
             disable_admission_plugins: Vec::new(),
             shutdown_delay_duration: Duration::ZERO,
             min_request_timeout: 1800,
+            request_timeout: Duration::from_secs(60),
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
         }
@@ -207,6 +214,7 @@ mod tests {
             "--shutdown-delay-duration=1m30s",
             "--min-request-timeout=60",
             "--max-requests-inflight=10",
+            "--request-timeout=30s",
         ]);
         let s = cli.serving;
         assert_eq!(s.secure_port, 0);
@@ -224,6 +232,7 @@ mod tests {
         assert_eq!(s.shutdown_delay_duration, Duration::from_secs(90));
         assert_eq!(s.min_request_timeout, 60);
         assert_eq!(s.max_requests_inflight, 10);
+        assert_eq!(s.request_timeout, Duration::from_secs(30));
         // A certificate without its key is refused.
         assert!(Cli::try_parse_from(["x", "--tls-cert-file=a.crt"]).is_err());
     }

@@ -330,6 +330,7 @@ impl ServerBuilder {
                 self.options.max_requests_inflight,
                 self.options.max_mutating_requests_inflight,
             ),
+            request_timeout: self.options.request_timeout,
         }
         .apply(app);
 

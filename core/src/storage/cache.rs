@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -23,13 +23,25 @@ use super::{
     WatchOptions, WatchStream, encode_continue, plan_list,
 };
 
+/// The default bound of [`CacheConfig::history_bytes`].
+pub const DEFAULT_HISTORY_BYTES: usize = 64 * 1024 * 1024;
+
+/// The default bound of [`CacheConfig::watcher_buffer_bytes`].
+pub const DEFAULT_WATCHER_BUFFER_BYTES: usize = 64 * 1024 * 1024;
+
 /// Tuning of a [`WatchCache`].
 #[derive(Clone, Debug)]
 pub struct CacheConfig {
     /// Changes kept for watches that start from a past resourceVersion; older starts get 410.
     pub history: usize,
+    /// The most bytes (values and previous values) the kept changes may hold: objects may be megabytes, so a
+    /// count alone does not bound memory.
+    pub history_bytes: usize,
     /// Events buffered per watcher; a watcher that falls further behind is cut off (it re-watches).
     pub watcher_buffer: usize,
+    /// The most bytes of changes buffered per watcher, likewise: a slow watcher must not keep megabytes of
+    /// objects alive after the history has let go of them.
+    pub watcher_buffer_bytes: usize,
     /// How often watchers that accept bookmarks get one (upstream: every minute).
     pub bookmark_interval: Duration,
     /// How long a read waits for the cache to reach a resourceVersion before answering from the backend or failing.
@@ -40,7 +52,9 @@ impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
             history: 10_000,
+            history_bytes: DEFAULT_HISTORY_BYTES,
             watcher_buffer: 1_000,
+            watcher_buffer_bytes: DEFAULT_WATCHER_BUFFER_BYTES,
             bookmark_interval: Duration::from_secs(60),
             fresh_timeout: Duration::from_secs(3),
         }
@@ -54,6 +68,16 @@ enum Message {
     Reset,
 }
 
+impl Message {
+    /// What a queued message keeps alive.
+    fn bytes(&self) -> usize {
+        match self {
+            Message::Change(change) => change_bytes(change),
+            Message::Bookmark(_) | Message::Reset => 0,
+        }
+    }
+}
+
 struct Watcher {
     range: KeyRange,
     bookmarks: bool,
@@ -61,6 +85,10 @@ struct Watcher {
     progress: bool,
     tx: mpsc::Sender<Message>,
     overflowed: Arc<AtomicBool>,
+    /// Bytes of changes sent and not yet received.
+    queued: Arc<AtomicUsize>,
+    /// The most `queued` may reach (one change is always let through).
+    max_queued: usize,
 }
 
 #[derive(Default)]
@@ -70,18 +98,60 @@ struct State {
     revision: u64,
     objects: BTreeMap<String, StoredObject>,
     history: VecDeque<Arc<Change>>,
+    /// What the changes in `history` hold, in bytes.
+    history_bytes: usize,
     /// Every change after this revision is in `history`.
     history_start: u64,
     watchers: Vec<Watcher>,
 }
 
+/// The bytes a change keeps alive: its value and its previous value.
+fn change_bytes(change: &Change) -> usize {
+    change.value.as_ref().map_or(0, Bytes::len) + change.prev.as_ref().map_or(0, Bytes::len)
+}
+
 impl State {
+    /// Keeps `change`, dropping the oldest changes while over either bound.
+    fn remember(&mut self, change: Arc<Change>, config: &CacheConfig) {
+        self.history_bytes += change_bytes(&change);
+        self.history.push_back(change);
+        while self.history.len() > config.history || self.history_bytes > config.history_bytes {
+            if !self.forget_oldest() {
+                break;
+            }
+        }
+    }
+
+    /// Drops the oldest change; false when there is none.
+    fn forget_oldest(&mut self) -> bool {
+        match self.history.pop_front() {
+            Some(dropped) => {
+                self.history_bytes -= change_bytes(&dropped);
+                self.history_start = self.history_start.max(dropped.revision);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn clear_history(&mut self) {
+        self.history.clear();
+        self.history_bytes = 0;
+    }
+
     fn send(&mut self, message: impl Fn() -> Message, filter: impl Fn(&Watcher) -> bool) {
         self.watchers.retain(|w| {
             if !filter(w) {
                 return !w.tx.is_closed();
             }
-            match w.tx.try_send(message()) {
+            let message = message();
+            let size = message.bytes();
+            let queued = w.queued.fetch_add(size, Ordering::AcqRel);
+            if queued > 0 && queued + size > w.max_queued {
+                w.overflowed.store(true, Ordering::Release);
+                return false;
+            }
+            match w.tx.try_send(message) {
                 Ok(()) => true,
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     w.overflowed.store(true, Ordering::Release);
@@ -202,6 +272,7 @@ impl WatchCache {
     ) -> Option<CachedWatch> {
         let (tx, rx) = mpsc::channel(self.shared.config.watcher_buffer);
         let overflowed = Arc::new(AtomicBool::new(false));
+        let queued = Arc::new(AtomicUsize::new(0));
         let mut pending = VecDeque::new();
         let mut st = self.shared.lock();
         if initial_events {
@@ -239,11 +310,14 @@ impl WatchCache {
             progress: opts.progress_notify,
             tx,
             overflowed: overflowed.clone(),
+            queued: queued.clone(),
+            max_queued: self.shared.config.watcher_buffer_bytes,
         });
         Some(CachedWatch {
             pending,
             rx,
             overflowed,
+            queued,
             predicate: opts.predicate.clone(),
             after,
             done: false,
@@ -342,7 +416,7 @@ async fn load(shared: &Shared) -> Result<u64, StorageError> {
         st.send(|| Message::Reset, |_| true);
         st.watchers.clear();
     }
-    st.history.clear();
+    st.clear_history();
     if revision == 0 {
         // A backend that has never been written to: "from revision 0" would mean "from now" and lose writes made
         // since the list, so `follow` loads through the watch's initial events instead.
@@ -449,12 +523,7 @@ fn apply(shared: &Shared, kind: EventType, event: WatchEvent) {
         revision: event.revision,
     });
     st.revision = event.revision;
-    st.history.push_back(change.clone());
-    while st.history.len() > shared.config.history {
-        if let Some(dropped) = st.history.pop_front() {
-            st.history_start = dropped.revision;
-        }
-    }
+    st.remember(change.clone(), &shared.config);
     st.send(
         || Message::Change(change.clone()),
         |w| w.range.contains(&change.key),
@@ -480,6 +549,8 @@ struct CachedWatch {
     pending: VecDeque<WatchEvent>,
     rx: mpsc::Receiver<Message>,
     overflowed: Arc<AtomicBool>,
+    /// Shared with the sender's [`Watcher::queued`].
+    queued: Arc<AtomicUsize>,
     predicate: Predicate,
     after: u64,
     done: bool,
@@ -494,7 +565,11 @@ impl CachedWatch {
             return None;
         }
         loop {
-            match self.rx.recv().await {
+            let message = self.rx.recv().await;
+            if let Some(message) = &message {
+                self.queued.fetch_sub(message.bytes(), Ordering::AcqRel);
+            }
+            match message {
                 Some(Message::Change(change)) => {
                     if change.revision <= self.after {
                         continue;
@@ -669,7 +744,7 @@ impl Storage for WatchCache {
         self.shared.inner.compact(revision).await?;
         let mut st = self.shared.lock();
         while st.history.front().is_some_and(|c| c.revision <= revision) {
-            st.history.pop_front();
+            st.forget_oldest();
         }
         st.history_start = st.history_start.max(revision);
         Ok(())
@@ -848,6 +923,109 @@ mod tests {
             (event.event_type, event.revision, event.value),
             (EventType::Deleted, deleted.revision, Bytes::from("v5"))
         );
+    }
+
+    /// Probe finding C6: 10,000 changes of multi-megabyte objects took gigabytes; the bytes bound the history too.
+    #[tokio::test]
+    async fn history_is_bounded_by_bytes() {
+        let inner: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        let cache = WatchCache::new(
+            inner,
+            "/r",
+            CacheConfig {
+                history_bytes: 5_000,
+                ..CacheConfig::default()
+            },
+        )
+        .unwrap();
+        let first = cache
+            .create("/r/a", Bytes::from(vec![b'0'; 1000]))
+            .await
+            .unwrap();
+        // Loaded and following the backend: what comes next goes to the history.
+        assert!(cache.wait_fresh(first.revision).await);
+        let mut last = first.revision;
+        for i in 1..20u8 {
+            let mut update =
+                |_: Option<StoredObject>| async move { Ok(Bytes::from(vec![b'0' + i % 10; 1000])) };
+            last = cache
+                .guaranteed_update("/r/a", false, None, &mut update, None)
+                .await
+                .unwrap()
+                .revision;
+        }
+        assert!(cache.wait_fresh(last).await);
+        {
+            let st = cache.shared.lock();
+            // Each change holds its value and the previous one: 2,000 bytes, so two fit.
+            assert_eq!(st.history.len(), 2, "{}", st.history_bytes);
+            assert!(st.history_bytes <= 5_000);
+            assert_eq!(
+                st.history_bytes,
+                st.history.iter().map(|c| change_bytes(c)).sum::<usize>()
+            );
+        }
+        // A watch from before the kept history is still served (by the backend).
+        let mut w = cache
+            .watch(
+                "/r",
+                &WatchOptions {
+                    resource_version: Some(first.revision),
+                    recursive: true,
+                    ..WatchOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(next(&mut w).await.revision, first.revision + 1);
+    }
+
+    /// A watcher that does not read is cut off once its queued changes hold more than its byte budget.
+    #[tokio::test]
+    async fn slow_watchers_are_bounded_by_bytes() {
+        let inner: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        let cache = WatchCache::new(
+            inner,
+            "/r",
+            CacheConfig {
+                watcher_buffer_bytes: 5_000,
+                ..CacheConfig::default()
+            },
+        )
+        .unwrap();
+        let first = cache
+            .create("/r/a", Bytes::from(vec![b'0'; 1000]))
+            .await
+            .unwrap();
+        assert!(cache.wait_fresh(first.revision).await);
+        let opts = WatchOptions {
+            resource_version: Some(first.revision),
+            recursive: true,
+            ..WatchOptions::default()
+        };
+        let mut slow = cache.watch("/r", &opts).await.unwrap();
+        let mut reader = cache.watch("/r", &opts).await.unwrap();
+        let mut last = first.revision;
+        for i in 1..=10u8 {
+            let mut update =
+                |_: Option<StoredObject>| async move { Ok(Bytes::from(vec![b'0' + i; 1000])) };
+            last = cache
+                .guaranteed_update("/r/a", false, None, &mut update, None)
+                .await
+                .unwrap()
+                .revision;
+            assert_eq!(next(&mut reader).await.revision, last);
+        }
+        // Each change holds 2,000 bytes: two were queued, the third went over 5,000.
+        let mut kinds = Vec::new();
+        while let Some(event) = slow.next().await {
+            kinds.push(event.event_type);
+        }
+        assert_eq!(
+            kinds,
+            vec![EventType::Modified, EventType::Modified, EventType::Error]
+        );
+        assert!(cache.wait_fresh(last).await);
     }
 
     #[tokio::test]

@@ -391,18 +391,25 @@ impl Lexer<'_> {
 
     fn scan_identifier(&mut self) -> (Token, String) {
         let start = self.pos;
+        let end;
         loop {
             let ch = self.read();
             if ch == 0 {
-                self.unread();
+                // As upstream: a NUL byte ends the identifier and is consumed (what follows is lexed next);
+                // the end of the input is not.
+                end = self.pos - 1;
+                if self.pos > self.s.len() {
+                    self.unread();
+                }
                 break;
             }
             if is_special(ch) || is_whitespace(ch) {
                 self.unread();
+                end = self.pos;
                 break;
             }
         }
-        let s = self.slice(start, self.pos);
+        let s = self.slice(start, end);
         match literal_token(&s) {
             Some(t) => (t, s),
             None => (Token::Identifier, s),
@@ -415,7 +422,10 @@ impl Lexer<'_> {
         loop {
             let ch = self.read();
             if ch == 0 {
-                self.unread();
+                // A NUL byte is consumed, as upstream (see `scan_identifier`).
+                if self.pos > self.s.len() {
+                    self.unread();
+                }
                 break;
             }
             if !is_special(ch) {
@@ -697,6 +707,43 @@ fn is_dns1123_subdomain(s: &str) -> bool {
         })
 }
 
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const DNS1123_LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+
+/// Upstream `IsDNS1123Subdomain`: the reasons `value` is not a lowercase RFC 1123 subdomain (empty when it is).
+pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 253 {
+        errs.push("must be no more than 253 characters".to_string());
+    }
+    if !is_dns1123_subdomain(value) {
+        errs.push(regex_error(
+            DNS1123_SUBDOMAIN_ERR,
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        ));
+    }
+    errs
+}
+
+/// Upstream `IsDNS1123Label`: the reasons `value` is not a lowercase RFC 1123 label (empty when it is).
+pub fn dns1123_label_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    if !is_dns1123_subdomain(value) {
+        errs.push(regex_error(
+            DNS1123_LABEL_ERR,
+            DNS1123_LABEL_FMT,
+            &["my-name", "123-abc"],
+        ));
+    } else if value.contains('.') {
+        errs.push("must not contain dots".to_string());
+    }
+    errs
+}
+
 /// Upstream `IsQualifiedName`: the reasons `value` is not a valid label key (empty when it is).
 pub fn qualified_name_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
@@ -902,6 +949,22 @@ mod tests {
             err,
             "unable to parse requirement: <nil>: Invalid value: \"-x\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
         );
+    }
+
+    /// Probe finding D8: a NUL byte inside a selector ends a token and is consumed, as in upstream's lexer, so
+    /// what follows it is a parse error rather than silently dropped.
+    #[test]
+    fn nul_bytes_lex_as_upstream() {
+        let err = LabelSelector::parse("x=a\0b").unwrap_err().0;
+        assert_eq!(err, "found 'b', expected: ',' or 'end of string'");
+        let err = LabelSelector::parse("x\0y=a").unwrap_err().0;
+        assert_eq!(
+            err,
+            "unable to parse requirement: found 'y', expected: in, notin, =, ==, !=, gt, lt"
+        );
+        // Upstream reads `x=\0a` as `x=a` and a trailing NUL as the end.
+        assert_eq!(LabelSelector::parse("x=\0a").unwrap().to_string(), "x=a");
+        assert_eq!(LabelSelector::parse("x=a\0").unwrap().to_string(), "x=a");
     }
 
     #[test]

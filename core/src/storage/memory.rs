@@ -3,8 +3,9 @@
 //!
 //! Every write takes the next revision and is kept (per key, and in an event log) until [`Storage::compact`]
 //! drops older history, so exact-revision reads, paged lists at one revision and watches from a past revision
-//! all work as on etcd. Nothing is persisted. History grows until something compacts it (as upstream, the
-//! server runs a periodic compactor).
+//! all work as on etcd. Nothing is persisted. A periodic compactor (upstream's etcd compactor, every five minutes
+//! unless configured otherwise) drops history older than one interval, so memory follows the live objects rather
+//! than every write ever made.
 //!
 //! Watchers get events through bounded channels filled without blocking: a watcher that falls more than the
 //! buffer behind is cut off with an error event, and writers never wait for readers.
@@ -12,7 +13,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -27,6 +29,9 @@ use crate::storage::Predicate;
 
 /// How many events a watcher may fall behind before it is terminated, unless configured otherwise.
 pub const DEFAULT_WATCH_BUFFER: usize = 1024;
+
+/// Upstream's default `--etcd-compaction-interval`.
+pub const DEFAULT_COMPACTION_INTERVAL: Duration = Duration::from_secs(5 * 60);
 
 /// One value of a key; `None` is a deletion (tombstone).
 #[derive(Clone, Debug)]
@@ -108,6 +113,15 @@ impl State {
         revision
     }
 
+    /// One tick of the periodic compactor: compacts to `seen` (the revision of the previous tick) and returns the
+    /// revision to compact to at the next one.
+    fn compaction_tick(&mut self, seen: u64) -> u64 {
+        if seen > self.compacted {
+            self.compact(seen);
+        }
+        self.revision
+    }
+
     fn compact(&mut self, rev: u64) {
         self.compacted = rev;
         while self.log.front().is_some_and(|e| e.revision <= rev) {
@@ -130,11 +144,38 @@ impl State {
     }
 }
 
-/// The in-memory MVCC backend. Cheap to clone (clones share the store).
+/// The in-memory MVCC backend. Cheap to clone (clones share the store and its compactor).
 #[derive(Clone)]
 pub struct MemoryStorage {
     state: Arc<Mutex<State>>,
     watch_buffer: usize,
+    compactor: Option<Arc<Compactor>>,
+}
+
+/// The periodic compaction task; it stops when the last clone of the store is dropped.
+struct Compactor(tokio::task::JoinHandle<()>);
+
+impl Drop for Compactor {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Every `interval`, compacts to the revision seen one interval earlier (upstream's etcd compactor), so at least
+/// one interval of history stays readable for watches and paged lists.
+async fn compact_periodically(state: Weak<Mutex<State>>, interval: Duration) {
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    let mut seen = 0;
+    loop {
+        ticker.tick().await;
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        seen = state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .compaction_tick(seen);
+    }
 }
 
 impl Default for MemoryStorage {
@@ -156,12 +197,27 @@ impl std::fmt::Debug for MemoryStorage {
 }
 
 impl MemoryStorage {
-    /// An empty store at revision 0.
+    /// An empty store at revision 0, compacted every [`DEFAULT_COMPACTION_INTERVAL`] when created within a tokio
+    /// runtime (without one, nothing compacts unless [`Storage::compact`] is called).
     pub fn new() -> Self {
         MemoryStorage {
             state: Arc::new(Mutex::new(State::default())),
             watch_buffer: DEFAULT_WATCH_BUFFER,
+            compactor: None,
         }
+        .with_compaction_interval(DEFAULT_COMPACTION_INTERVAL)
+    }
+
+    /// Compacts every `interval` instead (zero: never). Starts the compactor on the current tokio runtime, if any.
+    pub fn with_compaction_interval(mut self, interval: Duration) -> Self {
+        self.compactor = None;
+        if !interval.is_zero()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let task = runtime.spawn(compact_periodically(Arc::downgrade(&self.state), interval));
+            self.compactor = Some(Arc::new(Compactor(task)));
+        }
+        self
     }
 
     /// Sets how many events a watcher may fall behind before it is terminated (at least 1).
@@ -733,5 +789,64 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e.code(), 410);
+    }
+
+    /// Probe finding C5: without a compactor every update of an object was kept forever.
+    #[tokio::test]
+    async fn compacts_periodically_keeping_one_interval() {
+        let store = MemoryStorage::new().with_compaction_interval(Duration::ZERO);
+        let first = store.create("/a/1", Bytes::from("0")).await.unwrap();
+        let exact = |rv| ListOptions {
+            recursive: true,
+            resource_version: Some(rv),
+            resource_version_match: Some(super::super::ResourceVersionMatch::Exact),
+            ..Default::default()
+        };
+        let update = |value: &'static str| {
+            let store = store.clone();
+            async move {
+                let mut write = |_: Option<StoredObject>| async move { Ok(Bytes::from(value)) };
+                store
+                    .guaranteed_update("/a/1", false, None, &mut write, None)
+                    .await
+                    .unwrap()
+                    .revision
+            }
+        };
+        let second = update("1").await;
+        // A tick compacts to what the tick before saw, so one interval of history stays readable.
+        let seen = store.lock().compaction_tick(0);
+        assert_eq!(seen, second);
+        store.list("/a", &exact(first.revision)).await.unwrap();
+        update("2").await;
+        store.lock().compaction_tick(seen);
+        assert_eq!(store.compact_revision().await.unwrap(), second);
+        let err = store.list("/a", &exact(first.revision)).await.unwrap_err();
+        assert_eq!(err.code(), 410);
+        assert_eq!(store.lock().keys["/a/1"].len(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_compactor_runs_and_stops_with_the_store() {
+        let store = MemoryStorage::new().with_compaction_interval(Duration::from_millis(20));
+        store.create("/a/1", Bytes::from("0")).await.unwrap();
+        let mut write = |_: Option<StoredObject>| async { Ok(Bytes::from("1")) };
+        let last = store
+            .guaranteed_update("/a/1", false, None, &mut write, None)
+            .await
+            .unwrap()
+            .revision;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while store.compact_revision().await.unwrap() < last {
+            assert!(tokio::time::Instant::now() < deadline, "never compacted");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(store.lock().keys["/a/1"].len(), 1);
+        let state = Arc::downgrade(&store.state);
+        drop(store);
+        assert!(
+            state.upgrade().is_none(),
+            "the compactor keeps the state alive"
+        );
     }
 }
