@@ -110,7 +110,10 @@ impl CoreCluster {
     }
 
     /// The namespace from the informer, if it has been seen.
-    pub fn namespace(&self, name: &str) -> Option<std::sync::Arc<k8s_openapi::api::core::v1::Namespace>> {
+    pub fn namespace(
+        &self,
+        name: &str,
+    ) -> Option<std::sync::Arc<k8s_openapi::api::core::v1::Namespace>> {
         self.namespaces
             .get(&kube::runtime::reflector::ObjectRef::new(name))
     }

@@ -200,6 +200,20 @@ impl Authority {
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         self.sign(params)
     }
+
+    /// A client certificate whose validity ended a day ago.
+    fn sign_expired_client(&self, common_name: &str) -> Result<(String, String), Error> {
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::days(30);
+        params.not_after = now - time::Duration::days(1);
+        self.sign(params)
+    }
 }
 
 /// A fresh CA and a serving certificate it signed for `dns_names` (IP addresses become IP SANs):
@@ -685,6 +699,17 @@ impl Cluster {
     /// under the same OID as a custom attribute); more are refused.
     pub fn sign_client_cert(&self, cn: &str, orgs: &[&str]) -> Result<(String, String), Error> {
         self.ca.sign_client(cn, orgs)
+    }
+
+    /// A client certificate signed by the cluster CA that has expired: it must authenticate nobody.
+    pub fn sign_expired_client_cert(&self, cn: &str) -> Result<(String, String), Error> {
+        self.ca.sign_expired_client(cn)
+    }
+
+    /// A client certificate signed by the front-proxy CA with another CN than the allowed
+    /// `front-proxy-client`: an extension server must not believe its identity headers.
+    pub fn sign_front_proxy_client_cert(&self, cn: &str) -> Result<(String, String), Error> {
+        self.front_proxy_ca.sign_client(cn, &[])
     }
 
     fn next_file(&self, stem: &str) -> PathBuf {

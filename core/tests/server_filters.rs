@@ -52,7 +52,13 @@ fn routes() -> Router {
 #[tokio::test]
 async fn panic_becomes_a_500_status_and_the_server_keeps_serving() {
     let dir = TempDir::new();
-    let server = start_in(&dir.0, Server::builder("test").routes(routes()).authorizer(AlwaysAllow)).await;
+    let server = start_in(
+        &dir.0,
+        Server::builder("test")
+            .routes(routes())
+            .authorizer(AlwaysAllow),
+    )
+    .await;
     for protocol in [Protocol::Http1, Protocol::Http2] {
         let client = server.client(protocol);
         let (mut conn, _) = client.connect().await.unwrap();
@@ -83,7 +89,13 @@ async fn panic_becomes_a_500_status_and_the_server_keeps_serving() {
 #[tokio::test]
 async fn audit_id_is_echoed_or_generated() {
     let dir = TempDir::new();
-    let server = start_in(&dir.0, Server::builder("test").routes(routes()).authorizer(AlwaysAllow)).await;
+    let server = start_in(
+        &dir.0,
+        Server::builder("test")
+            .routes(routes())
+            .authorizer(AlwaysAllow),
+    )
+    .await;
     let client = server.client(Protocol::Http2);
 
     let reply = client.get("/healthz").await;
@@ -116,7 +128,13 @@ async fn audit_id_is_echoed_or_generated() {
 #[tokio::test]
 async fn handlers_read_request_info_and_the_anonymous_user() {
     let dir = TempDir::new();
-    let server = start_in(&dir.0, Server::builder("test").routes(routes()).authorizer(AlwaysAllow)).await;
+    let server = start_in(
+        &dir.0,
+        Server::builder("test")
+            .routes(routes())
+            .authorizer(AlwaysAllow),
+    )
+    .await;
     let client = server.client(Protocol::Http1);
     let v = client
         .get("/apis/restaurant.example.com/v1/namespaces/ns1/pizzas?watch=true")
@@ -149,7 +167,13 @@ async fn handlers_read_request_info_and_the_anonymous_user() {
 #[tokio::test]
 async fn warning_headers() {
     let dir = TempDir::new();
-    let server = start_in(&dir.0, Server::builder("test").routes(routes()).authorizer(AlwaysAllow)).await;
+    let server = start_in(
+        &dir.0,
+        Server::builder("test")
+            .routes(routes())
+            .authorizer(AlwaysAllow),
+    )
+    .await;
     for protocol in [Protocol::Http1, Protocol::Http2] {
         let reply = server
             .client(protocol)
@@ -281,7 +305,8 @@ async fn silent_and_idle_connections_are_closed() {
     let dir = TempDir::new();
     let server = start_in(
         &dir.0,
-        Server::builder("test").connection_timeouts(Duration::from_millis(500), Duration::from_secs(1)),
+        Server::builder("test")
+            .connection_timeouts(Duration::from_millis(500), Duration::from_secs(1)),
     )
     .await;
     for protocol in [Protocol::Http1, Protocol::Http2] {
@@ -289,13 +314,19 @@ async fn silent_and_idle_connections_are_closed() {
         let tcp = tokio::net::TcpStream::connect(client.addr).await.unwrap();
         let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(client.tls_config()));
         let mut tls = connector
-            .connect(rustls::pki_types::ServerName::try_from("localhost").unwrap(), tcp)
+            .connect(
+                rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+                tcp,
+            )
             .await
             .unwrap();
         let mut buf = Vec::new();
         // The server closes the connection (for h2 after its SETTINGS); reading to the end proves it.
         let read = tokio::time::timeout(Duration::from_secs(10), tls.read_to_end(&mut buf)).await;
-        assert!(read.is_ok(), "{protocol:?}: a silent connection stayed open");
+        assert!(
+            read.is_ok(),
+            "{protocol:?}: a silent connection stayed open"
+        );
 
         // A connection that made a request and then idles is closed too, but not while a request is served.
         let (mut conn, _) = client.connect().await.unwrap();
@@ -309,7 +340,10 @@ async fn silent_and_idle_connections_are_closed() {
             .request("GET", "/healthz")
             .body(http_body_util::Full::new(bytes::Bytes::new()))
             .unwrap();
-        assert!(conn.send(request).await.is_err(), "{protocol:?}: an idle connection stayed open");
+        assert!(
+            conn.send(request).await.is_err(),
+            "{protocol:?}: an idle connection stayed open"
+        );
     }
     server.stop().await;
 }

@@ -76,11 +76,8 @@ impl Plugin for NamespaceLifecycle {
             Some(namespace) => (*namespace).clone(),
             None => self.live_lookup(&a.namespace).await?,
         };
-        let terminating = namespace
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            == Some("Terminating");
+        let terminating =
+            namespace.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating");
         if a.operation == Operation::Create && terminating {
             let mut refused = a.forbidden(format!(
                 "unable to create new content in namespace {} because it is being terminated",

@@ -112,9 +112,10 @@ impl Authenticator for AuthenticatedOrAnonymous {
         match self.inner.authenticate(request).await? {
             Some(mut user) => {
                 let marked = user.name == ANONYMOUS_USER
-                    || user.groups.iter().any(|g| {
-                        g == ALL_AUTHENTICATED_GROUP || g == ALL_UNAUTHENTICATED_GROUP
-                    });
+                    || user
+                        .groups
+                        .iter()
+                        .any(|g| g == ALL_AUTHENTICATED_GROUP || g == ALL_UNAUTHENTICATED_GROUP);
                 if !marked {
                     user.groups.push(ALL_AUTHENTICATED_GROUP.to_string());
                 }
@@ -169,7 +170,8 @@ mod tests {
 
     #[tokio::test]
     async fn failed_credentials_are_never_anonymous() {
-        let failing = AuthenticatedOrAnonymous::new(Box::new(Fixed(Err("invalid bearer token"))), true);
+        let failing =
+            AuthenticatedOrAnonymous::new(Box::new(Fixed(Err("invalid bearer token"))), true);
         assert!(failing.authenticate(&parts(None)).await.is_err());
         let nobody = AuthenticatedOrAnonymous::new(Box::new(Fixed(Ok(None))), true);
         assert_eq!(
@@ -185,7 +187,12 @@ mod tests {
         };
         let known = AuthenticatedOrAnonymous::new(Box::new(Fixed(Ok(Some(alice)))), true);
         assert_eq!(
-            known.authenticate(&parts(None)).await.unwrap().unwrap().groups,
+            known
+                .authenticate(&parts(None))
+                .await
+                .unwrap()
+                .unwrap()
+                .groups,
             ["devs", "system:authenticated"]
         );
     }

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kube::runtime::watcher;
 
+use super::UnionAuthenticator;
 use super::access_review::SubjectAccessReviewAuthorizer;
 use super::request_header::{
     DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS,
@@ -19,7 +20,6 @@ use super::request_header::{
 };
 use super::token_review::TokenReviewAuthenticator;
 use super::x509::{CaBundle, ClientCertificates, Dynamic};
-use super::UnionAuthenticator;
 use crate::cluster::{self, ClusterError};
 use crate::server::parse_duration;
 
@@ -453,10 +453,22 @@ mod tests {
         let data = [
             ("client-ca-file", cluster_ca.pem.clone()),
             ("requestheader-client-ca-file", proxy_ca.pem.clone()),
-            ("requestheader-allowed-names", r#"["front-proxy-client"]"#.into()),
-            ("requestheader-username-headers", r#"["X-Remote-User"]"#.into()),
-            ("requestheader-group-headers", r#"["X-Remote-Group"]"#.into()),
-            ("requestheader-extra-headers-prefix", r#"["X-Remote-Extra-"]"#.into()),
+            (
+                "requestheader-allowed-names",
+                r#"["front-proxy-client"]"#.into(),
+            ),
+            (
+                "requestheader-username-headers",
+                r#"["X-Remote-User"]"#.into(),
+            ),
+            (
+                "requestheader-group-headers",
+                r#"["X-Remote-Group"]"#.into(),
+            ),
+            (
+                "requestheader-extra-headers-prefix",
+                r#"["X-Remote-Extra-"]"#.into(),
+            ),
         ];
         let configmap = ConfigMap {
             data: Some(data.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),

@@ -51,7 +51,11 @@ pub fn requested(headers: &HeaderMap, requestor: &User) -> Result<Option<Imperso
         if !groups.is_empty() || !extra.is_empty() || uid.is_some() {
             let mut asked = Vec::new();
             asked.extend(groups.iter().map(|g| format!("{IMPERSONATE_GROUP}={g}")));
-            asked.extend(extra.keys().map(|k| format!("{IMPERSONATE_EXTRA_PREFIX}{k}")));
+            asked.extend(
+                extra
+                    .keys()
+                    .map(|k| format!("{IMPERSONATE_EXTRA_PREFIX}{k}")),
+            );
             asked.extend(uid.iter().map(|u| format!("{IMPERSONATE_UID}={u}")));
             return Err(format!(
                 "requested [{}] without impersonating a user",
@@ -61,8 +65,8 @@ pub fn requested(headers: &HeaderMap, requestor: &User) -> Result<Option<Imperso
         return Ok(None);
     };
 
-    let check = |resource: &str, subresource: &str, group: &str, namespace: &str, name: &str| {
-        Attributes {
+    let check =
+        |resource: &str, subresource: &str, group: &str, namespace: &str, name: &str| Attributes {
             user: requestor.clone(),
             verb: "impersonate".into(),
             is_resource_request: true,
@@ -73,8 +77,7 @@ pub fn requested(headers: &HeaderMap, requestor: &User) -> Result<Option<Imperso
             subresource: subresource.into(),
             name: name.into(),
             path: String::new(),
-        }
-    };
+        };
     let mut checks = Vec::new();
     let mut impersonated_groups = groups.clone();
     match username

@@ -218,7 +218,10 @@ mod tests {
         ("X-Remote-Group", "system:authenticated"),
         ("X-Remote-Extra-Scopes", "a"),
         ("X-Remote-Extra-Scopes", "b"),
-        ("X-Remote-Extra-Authentication.kubernetes.io%2fCredential-Id", "x"),
+        (
+            "X-Remote-Extra-Authentication.kubernetes.io%2fCredential-Id",
+            "x",
+        ),
     ];
 
     #[tokio::test]

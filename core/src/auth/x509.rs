@@ -237,7 +237,9 @@ pub(crate) mod tests {
             params.distinguished_name = DistinguishedName::new();
             params.distinguished_name.push(DnType::CommonName, cn);
             if let Some(org) = org {
-                params.distinguished_name.push(DnType::OrganizationName, org);
+                params
+                    .distinguished_name
+                    .push(DnType::OrganizationName, org);
             }
             params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
             let now = time::OffsetDateTime::now_utc();
@@ -319,6 +321,9 @@ pub(crate) mod tests {
     #[test]
     fn bundles_refuse_junk() {
         assert!(CaBundle::from_pem("").is_err());
-        assert!(CaBundle::from_pem("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").is_err());
+        assert!(
+            CaBundle::from_pem("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+                .is_err()
+        );
     }
 }

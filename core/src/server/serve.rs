@@ -26,11 +26,11 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use super::filters::FilterChain;
+use super::filters::InFlightLimits;
 use super::healthz::{HealthCheck, HealthEndpoint, HookStatus};
 use super::status::{method_not_allowed, not_found};
 use super::tls::{ServingCertificate, TlsError};
 use super::{ServingOptions, ShutdownSignal, VersionInfo};
-use super::filters::InFlightLimits;
 use crate::auth::{
     AlwaysDeny, AuthenticatedOrAnonymous, Authenticator, Authorizer, DEFAULT_ALWAYS_ALLOW_PATHS,
     PathAuthorizer, PrivilegedGroups, UnionAuthenticator, UnionAuthorizer,

@@ -12,10 +12,10 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose,
 };
 use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::client::danger::HandshakeSignatureValid;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 

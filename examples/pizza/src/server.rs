@@ -191,10 +191,11 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
     .map_err(storage_error)?;
 
     let mode = options.mode();
-    let core_cluster = match apiserver::cluster::config(options.core_api.kubeconfig.as_deref()).await? {
-        Some(config) => Some(CoreCluster::start(&config)?),
-        None => None,
-    };
+    let core_cluster =
+        match apiserver::cluster::config(options.core_api.kubeconfig.as_deref()).await? {
+            Some(config) => Some(CoreCluster::start(&config)?),
+            None => None,
+        };
     let mut initializer = Initializer::default();
     initializer.listers.insert(toppings.clone());
     initializer.core_cluster = core_cluster.clone();
@@ -237,12 +238,16 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
                 ],
                 ..User::default()
             };
-            let paths = options.authorization.always_allow_paths.clone().unwrap_or_else(|| {
-                DEFAULT_ALWAYS_ALLOW_PATHS
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect()
-            });
+            let paths = options
+                .authorization
+                .always_allow_paths
+                .clone()
+                .unwrap_or_else(|| {
+                    DEFAULT_ALWAYS_ALLOW_PATHS
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect()
+                });
             builder = builder
                 .authenticator(BearerTokens::new().with(token.clone(), admin))
                 .always_allow_paths(paths);
@@ -298,7 +303,13 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
 
     let url = format!("https://127.0.0.1:{}", server.local_addr().port());
     let kubeconfig = data_dir.join("kubeconfig");
-    write_kubeconfig(&kubeconfig, &url, token.as_deref(), &server, &options.serving)?;
+    write_kubeconfig(
+        &kubeconfig,
+        &url,
+        token.as_deref(),
+        &server,
+        &options.serving,
+    )?;
     Ok(PizzaServer {
         server,
         url,

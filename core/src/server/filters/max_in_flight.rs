@@ -40,11 +40,7 @@ fn is_mutating(verb: &str) -> bool {
 }
 
 /// Serves the request if a slot is free; the slot is held until the response is complete.
-pub async fn limit(
-    State(limits): State<InFlightLimits>,
-    request: Request,
-    next: Next,
-) -> Response {
+pub async fn limit(State(limits): State<InFlightLimits>, request: Request, next: Next) -> Response {
     let exempt = request
         .extensions()
         .get::<User>()
