@@ -148,7 +148,7 @@ pub fn bearer_token(request: &Parts) -> Option<&str> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     struct Fixed(Result<Option<User>, &'static str>);
@@ -160,7 +160,8 @@ mod tests {
         }
     }
 
-    fn parts(authorization: Option<&str>) -> Parts {
+    /// A request head with this `Authorization` header, if any.
+    pub(crate) fn parts(authorization: Option<&str>) -> Parts {
         let mut request = http::Request::builder().uri("/apis");
         if let Some(a) = authorization {
             request = request.header("authorization", a);

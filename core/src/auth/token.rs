@@ -43,14 +43,7 @@ impl Authenticator for BearerTokens {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parts(authorization: Option<&str>) -> Parts {
-        let mut request = http::Request::builder().uri("/apis");
-        if let Some(a) = authorization {
-            request = request.header("authorization", a);
-        }
-        request.body(()).unwrap().into_parts().0
-    }
+    use crate::auth::authenticator::tests::parts;
 
     #[tokio::test]
     async fn known_unknown_and_missing_tokens() {

@@ -477,6 +477,13 @@ impl Server {
         };
         tokio::pin!(stop);
 
+        let serving = Serving {
+            local_addr,
+            tls,
+            app,
+            signal: signal.clone(),
+            timeouts: connection_timeouts,
+        };
         let graceful = GracefulShutdown::new();
         loop {
             tokio::select! {
@@ -487,12 +494,8 @@ impl Server {
                         tokio::spawn(serve_connection(
                             stream,
                             remote_addr,
-                            local_addr,
-                            tls.clone(),
-                            app.clone(),
-                            signal.clone(),
+                            serving.clone(),
                             graceful.watcher(),
-                            connection_timeouts,
                         ));
                     }
                     Err(e) => {
@@ -526,16 +529,29 @@ impl Server {
     }
 }
 
-async fn serve_connection(
-    stream: TcpStream,
-    remote_addr: SocketAddr,
+/// What every connection of a server is served with.
+#[derive(Clone)]
+struct Serving {
     local_addr: SocketAddr,
     tls: TlsAcceptor,
     app: Router,
     signal: ShutdownSignal,
-    watcher: Watcher,
     timeouts: ConnectionTimeouts,
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    remote_addr: SocketAddr,
+    serving: Serving,
+    watcher: Watcher,
 ) {
+    let Serving {
+        local_addr,
+        tls,
+        app,
+        signal,
+        timeouts,
+    } = serving;
     let _ = stream.set_nodelay(true);
     let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
         Ok(Ok(stream)) => stream,
@@ -621,12 +637,12 @@ impl Activity {
     }
 
     /// Counts a request as being served until the returned guard is dropped.
-    fn begin(&self) -> Serving {
+    fn begin(&self) -> InFlight {
         self.update(|s| {
             s.serving += 1;
             s.requests += 1;
         });
-        Serving(self.clone())
+        InFlight(self.clone())
     }
 
     /// Completes once the connection has been quiet for too long: `first_request` before its first request,
@@ -653,9 +669,9 @@ impl Activity {
 }
 
 /// One request being served; dropping it ends the count.
-struct Serving(Activity);
+struct InFlight(Activity);
 
-impl Serving {
+impl InFlight {
     /// Keeps counting until the response body has been sent or dropped.
     fn attach(self, response: axum::response::Response) -> axum::response::Response {
         let (parts, body) = response.into_parts();
@@ -667,7 +683,7 @@ impl Serving {
     }
 }
 
-impl Drop for Serving {
+impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.update(|s| {
             s.serving = s.serving.saturating_sub(1);

@@ -7,6 +7,8 @@
 //!
 //! One cluster for the whole binary: the scenarios run in order inside one test.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -110,29 +112,7 @@ impl Direct {
         headers: &[(&str, &str)],
         body: Option<Value>,
     ) -> (u16, Value) {
-        use http_body_util::BodyExt;
-        let mut request = http::Request::builder().method(method).uri(path);
-        for (k, v) in headers {
-            request = request.header(*k, *v);
-        }
-        let body = match body {
-            Some(body) => {
-                request = request.header("content-type", "application/json");
-                serde_json::to_vec(&body).unwrap()
-            }
-            None => Vec::new(),
-        };
-        let response = self
-            .client(credential)
-            .await
-            .send(request.body(kube::client::Body::from(body)).unwrap())
-            .await
-            .expect("request sent");
-        let status = response.status().as_u16();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let value = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        (status, value)
+        support::send(&self.client(credential).await, method, path, headers, body).await
     }
 }
 
@@ -578,7 +558,15 @@ async fn bypass_catalogue(cluster: &Cluster, direct: &Direct) {
     );
 
     let anonymous = "User \\\"system:anonymous\\\" cannot create";
-    let rows: Vec<(&str, Credential<'_>, Vec<(&str, &str)>, u16, &str)> = vec![
+    // (what, credential, headers, status, text in the answer)
+    type Row<'a> = (
+        &'a str,
+        Credential<'a>,
+        Vec<(&'a str, &'a str)>,
+        u16,
+        &'a str,
+    );
+    let rows: Vec<Row<'_>> = vec![
         ("no credentials", Credential::None, vec![], 403, anonymous),
         (
             "spoofed X-Remote-* headers without a certificate",

@@ -102,6 +102,29 @@ impl TestServer {
         kube::Client::try_from(config).expect("client")
     }
 
+    /// A kube-rs client like [`TestServer::client`] but presenting `token` instead of the admin's (or no
+    /// credential at all).
+    pub async fn client_with_token(&self, token: Option<&str>) -> kube::Client {
+        let written = std::fs::read_to_string(&self.kubeconfig).expect("kubeconfig");
+        let (head, _) = written
+            .split_once("  user:")
+            .expect("a user in the kubeconfig");
+        let user = match token {
+            Some(token) => format!("  user:\n    token: {token}\n"),
+            None => "  user: {}\n".to_string(),
+        };
+        let path = self
+            .dir
+            .path()
+            .join(format!("kubeconfig-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&path, format!("{head}{user}")).expect("kubeconfig written");
+        let kubeconfig = kube::config::Kubeconfig::read_from(&path).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("config");
+        kube::Client::try_from(config).expect("client")
+    }
+
     /// Runs kubectl with this server's kubeconfig.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         kubectl(&self.kubeconfig, args, None)
@@ -226,6 +249,42 @@ impl Drop for TestServer {
             let _ = stop.send(());
         }
     }
+}
+
+/// Sends a request (a JSON body when given) and returns the status and the answer as JSON (or as a JSON string
+/// when it is not JSON).
+pub async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let mut request = http::Request::builder().method(method).uri(path);
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let body = match body {
+        Some(body) => {
+            request = request.header("content-type", "application/json");
+            serde_json::to_vec(&body).expect("JSON body")
+        }
+        None => Vec::new(),
+    };
+    let response = client
+        .send(
+            request
+                .body(kube::client::Body::from(body))
+                .expect("request"),
+        )
+        .await
+        .expect("request sent");
+    let status = response.status().as_u16();
+    let bytes = http_body_util_collect(response.into_body()).await;
+    let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+        serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned())
+    });
+    (status, value)
 }
 
 async fn http_body_util_collect(body: kube::client::Body) -> Vec<u8> {
