@@ -70,7 +70,13 @@ fn tokio_stream_channel<T: Send + 'static>(
 async fn in_flight_requests_finish_and_streams_end() {
     let dir = TempDir::new();
     let (started_tx, mut started) = mpsc::unbounded_channel();
-    let server = start_in(&dir.0, Server::builder("test").routes(routes(started_tx)).authorizer(apiserver::auth::AlwaysAllow)).await;
+    let server = start_in(
+        &dir.0,
+        Server::builder("test")
+            .routes(routes(started_tx))
+            .authorizer(apiserver::auth::AlwaysAllow),
+    )
+    .await;
 
     // A stream over HTTP/2 and one over HTTP/1.1.
     let mut streams = Vec::new();
@@ -131,7 +137,13 @@ async fn in_flight_requests_finish_and_streams_end() {
 async fn the_forever_stream_says_goodbye() {
     let dir = TempDir::new();
     let (started_tx, _started) = mpsc::unbounded_channel();
-    let server = start_in(&dir.0, Server::builder("test").routes(routes(started_tx)).authorizer(apiserver::auth::AlwaysAllow)).await;
+    let server = start_in(
+        &dir.0,
+        Server::builder("test")
+            .routes(routes(started_tx))
+            .authorizer(apiserver::auth::AlwaysAllow),
+    )
+    .await;
     let client = server.client(Protocol::Http2);
     let (mut conn, _) = client.connect().await.unwrap();
     let request = client

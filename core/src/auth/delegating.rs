@@ -216,6 +216,7 @@ impl AuthenticationOptions {
         tokio::spawn(keep_current(
             sources,
             configmaps,
+            FILE_POLL_INTERVAL,
             client_ca.clone(),
             request_header.clone(),
         ));
@@ -360,6 +361,7 @@ fn read_ca(path: &Path) -> Result<CaBundle, String> {
 async fn keep_current(
     mut sources: Sources,
     configmaps: Option<Api<ConfigMap>>,
+    file_poll_interval: Duration,
     client_ca: Arc<Dynamic<Option<CaBundle>>>,
     request_header: Arc<Dynamic<Option<RequestHeaderConfig>>>,
 ) {
@@ -372,7 +374,7 @@ async fn keep_current(
         .boxed(),
         None => futures::stream::pending().boxed(),
     };
-    let mut poll = tokio::time::interval(FILE_POLL_INTERVAL);
+    let mut poll = tokio::time::interval(file_poll_interval);
     loop {
         tokio::select! {
             change = changes.next() => match change {
@@ -495,6 +497,49 @@ mod tests {
 
         std::fs::write(&file, "junk").unwrap();
         assert!(sources.resolve().is_err());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A rotated CA file takes effect without a restart; a broken one leaves the last good CA in force.
+    #[tokio::test]
+    async fn ca_files_are_followed() {
+        let dir = tempdir();
+        let file = dir.join("client-ca.crt");
+        let (first, second) = (TestCa::new("first"), TestCa::new("second"));
+        std::fs::write(&file, &first.pem).unwrap();
+        let options = AuthenticationOptions {
+            client_ca_file: Some(file.clone()),
+            ..AuthenticationOptions::default()
+        };
+        let sources = Sources {
+            options,
+            configmap: None,
+        };
+        let (ca, header) = sources.resolve().unwrap();
+        assert!(header.is_none());
+        let client_ca = Arc::new(Dynamic::new(ca));
+        let request_header = Arc::new(Dynamic::new(None));
+        let task = tokio::spawn(keep_current(
+            sources,
+            None,
+            Duration::from_millis(20),
+            client_ca.clone(),
+            request_header,
+        ));
+        let current = || client_ca.get().as_ref().map(|c| c.pem().to_string());
+        assert_eq!(current().as_deref(), Some(first.pem.as_str()));
+        std::fs::write(&file, &second.pem).unwrap();
+        for _ in 0..100 {
+            if current().as_deref() == Some(second.pem.as_str()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(current().as_deref(), Some(second.pem.as_str()));
+        std::fs::write(&file, "not a certificate").unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(current().as_deref(), Some(second.pem.as_str()));
+        task.abort();
         std::fs::remove_dir_all(dir).unwrap();
     }
 
