@@ -21,7 +21,7 @@ use super::request_header::{
 use super::token_review::TokenReviewAuthenticator;
 use super::x509::{CaBundle, ClientCertificates, Dynamic};
 use crate::cluster::{self, ClusterError};
-use crate::server::parse_duration;
+use crate::meta::parse_duration;
 
 /// The namespace and name of the ConfigMap kube-apiserver publishes its authentication settings in.
 pub const AUTHENTICATION_CONFIGMAP_NAMESPACE: &str = "kube-system";
@@ -526,7 +526,13 @@ mod tests {
             client_ca.clone(),
             request_header,
         ));
-        let current = || client_ca.get().as_ref().map(|c| c.pem().to_string());
+        let current = || {
+            client_ca
+                .get()
+                .as_ref()
+                .as_ref()
+                .map(|c| c.pem().to_string())
+        };
         assert_eq!(current().as_deref(), Some(first.pem.as_str()));
         std::fs::write(&file, &second.pem).unwrap();
         for _ in 0..100 {

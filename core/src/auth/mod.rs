@@ -37,4 +37,4 @@ pub use user::{
     ALL_AUTHENTICATED_GROUP, ALL_UNAUTHENTICATED_GROUP, ANONYMOUS_USER, SYSTEM_PRIVILEGED_GROUP,
     User,
 };
-pub use x509::{CaBundle, ClientCertificates, Dynamic, Subject, subject};
+pub use x509::{CaBundle, ClientCertificates, Dynamic, PeerCertificates, Subject, subject};

@@ -17,7 +17,6 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::ClientCertVerifier;
 
 use super::{AuthenticationError, Authenticator, User};
-use crate::server::ConnectionInfo;
 
 /// A set of CA certificates that client certificates are verified against.
 #[derive(Clone)]
@@ -141,12 +140,17 @@ impl<T: Default> Default for Dynamic<T> {
     }
 }
 
-/// The peer certificates of the request's connection, leaf first (empty without TLS client authentication).
+/// The client certificate chain of the connection a request came on, leaf first: the server puts it in every
+/// request's extensions (empty when the client sent none).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PeerCertificates(pub Vec<CertificateDer<'static>>);
+
+/// The peer certificates of the request's connection (empty without TLS client authentication).
 pub(crate) fn peer_certificates(request: &Parts) -> &[CertificateDer<'static>] {
     request
         .extensions
-        .get::<ConnectionInfo>()
-        .map(|c| c.peer_certificates.as_slice())
+        .get::<PeerCertificates>()
+        .map(|c| c.0.as_slice())
         .unwrap_or_default()
 }
 
@@ -256,12 +260,7 @@ pub(crate) mod tests {
             .unwrap()
             .into_parts()
             .0;
-        parts.extensions.insert(ConnectionInfo {
-            remote_addr: "127.0.0.1:1".parse().unwrap(),
-            local_addr: "127.0.0.1:2".parse().unwrap(),
-            alpn_protocol: None,
-            peer_certificates: certs,
-        });
+        parts.extensions.insert(PeerCertificates(certs));
         parts
     }
 

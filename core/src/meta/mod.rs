@@ -42,5 +42,5 @@ pub use options::{
 pub use partial::{PartialObjectMetadata, PartialObjectMetadataList};
 pub use status::{Status, StatusCause, StatusDetails, cause_type, reason};
 pub use table::{Table, TableColumnDefinition, TableOptions, TableRow, TableRowCondition};
-pub use time::{MicroTime, Time};
+pub use time::{MicroTime, Time, parse_duration};
 pub use watch::{RawExtension, WatchEvent, event_type};

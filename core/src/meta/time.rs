@@ -1,5 +1,7 @@
 //! `metav1.Time` and `metav1.MicroTime`: RFC 3339 in JSON, `{seconds, nanos}` in protobuf.
 
+use std::time::Duration;
+
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use prost::bytes::{Buf, BufMut};
 use prost::encoding::{DecodeContext, WireType, int32, int64, skip_field};
@@ -127,9 +129,70 @@ timestamp!(
     SecondsFormat::Micros
 );
 
+/// Parses a Go duration (`time.ParseDuration`, the text form of `metav1.Duration` and of upstream's duration flags): an optionally signed sequence of decimal numbers with units
+/// `ns us µs ms s m h`, e.g. `300ms`, `1.5h`, `2h45m`. Negative durations are refused (as upstream validates).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let err = || format!("time: invalid duration {s:?}");
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    if rest.starts_with('-') {
+        return Err(format!("negative duration {s:?} is not allowed"));
+    }
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return Err(err());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(err)?;
+        let number: f64 = rest[..num_len].parse().map_err(|_| err())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let nanos_per_unit = match &rest[..unit_len] {
+            "ns" => 1e0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return Err(err()),
+        };
+        rest = &rest[unit_len..];
+        total += number * nanos_per_unit;
+    }
+    if !total.is_finite() || total > u64::MAX as f64 {
+        return Err(err());
+    }
+    Ok(Duration::from_nanos(total.round() as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_durations() {
+        for (s, d) in [
+            ("0", Duration::ZERO),
+            ("0s", Duration::ZERO),
+            ("15s", Duration::from_secs(15)),
+            ("1m30s", Duration::from_secs(90)),
+            ("1.5h", Duration::from_secs(5400)),
+            ("300ms", Duration::from_millis(300)),
+            ("2us", Duration::from_micros(2)),
+            ("1h2m3s4ms", Duration::from_millis(3_723_004)),
+        ] {
+            assert_eq!(parse_duration(s).unwrap(), d, "{s}");
+        }
+        for bad in ["", "s", "10", "1x", "-5s", "1..5s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
     use prost::Message;
 
     #[test]

@@ -5,6 +5,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use crate::meta::parse_duration;
+
 /// Where generated certificates go when neither `--cert-dir` nor the embedding binary says otherwise
 /// (upstream's default).
 pub const DEFAULT_CERT_DIR: &str = "apiserver.local.config/certificates";
@@ -127,48 +129,6 @@ impl ServingOptions {
     }
 }
 
-/// Parses a Go duration (`time.ParseDuration`): an optionally signed sequence of decimal numbers with units
-/// `ns us µs ms s m h`, e.g. `300ms`, `1.5h`, `2h45m`. Negative durations are refused (as upstream validates).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let err = || format!("time: invalid duration {s:?}");
-    let mut rest = s.strip_prefix('+').unwrap_or(s);
-    if rest.starts_with('-') {
-        return Err(format!("negative duration {s:?} is not allowed"));
-    }
-    if rest == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if rest.is_empty() {
-        return Err(err());
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(err)?;
-        let number: f64 = rest[..num_len].parse().map_err(|_| err())?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let nanos_per_unit = match &rest[..unit_len] {
-            "ns" => 1e0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return Err(err()),
-        };
-        rest = &rest[unit_len..];
-        total += number * nanos_per_unit;
-    }
-    if !total.is_finite() || total > u64::MAX as f64 {
-        return Err(err());
-    }
-    Ok(Duration::from_nanos(total.round() as u64))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,24 +195,5 @@ mod tests {
         assert_eq!(s.request_timeout, Duration::from_secs(30));
         // A certificate without its key is refused.
         assert!(Cli::try_parse_from(["x", "--tls-cert-file=a.crt"]).is_err());
-    }
-
-    #[test]
-    fn go_durations() {
-        for (s, d) in [
-            ("0", Duration::ZERO),
-            ("0s", Duration::ZERO),
-            ("15s", Duration::from_secs(15)),
-            ("1m30s", Duration::from_secs(90)),
-            ("1.5h", Duration::from_secs(5400)),
-            ("300ms", Duration::from_millis(300)),
-            ("2us", Duration::from_micros(2)),
-            ("1h2m3s4ms", Duration::from_millis(3_723_004)),
-        ] {
-            assert_eq!(parse_duration(s).unwrap(), d, "{s}");
-        }
-        for bad in ["", "s", "10", "1x", "-5s", "1..5s"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
     }
 }

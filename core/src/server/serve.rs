@@ -33,7 +33,7 @@ use super::tls::{ServingCertificate, TlsError};
 use super::{ServingOptions, ShutdownSignal, VersionInfo};
 use crate::auth::{
     AlwaysDeny, AuthenticatedOrAnonymous, Authenticator, Authorizer, DEFAULT_ALWAYS_ALLOW_PATHS,
-    PathAuthorizer, PrivilegedGroups, UnionAuthenticator, UnionAuthorizer,
+    PathAuthorizer, PeerCertificates, PrivilegedGroups, UnionAuthenticator, UnionAuthorizer,
 };
 use crate::endpoints::RequestInfoFactory;
 
@@ -77,8 +77,8 @@ pub enum ServeError {
     },
 }
 
-/// What the connection a request came on knows, in every request's extensions: for logs, and for the x509
-/// authenticator (the peer certificates).
+/// What the connection a request came on knows, in every request's extensions (for logs and handlers); the
+/// client's certificates go in as [`PeerCertificates`] too, for the authenticators.
 #[derive(Clone, Debug)]
 pub struct ConnectionInfo {
     /// The client's address.
@@ -579,8 +579,10 @@ async fn serve_connection(
     };
     let activity = Activity::default();
     let tracked = activity.clone();
+    let peer_certificates = PeerCertificates(info.peer_certificates.clone());
     let service = tower::service_fn(move |mut request: http::Request<Incoming>| {
         request.extensions_mut().insert(info.clone());
+        request.extensions_mut().insert(peer_certificates.clone());
         request.extensions_mut().insert(signal.clone());
         let busy = tracked.begin();
         let app = app.clone();
