@@ -514,7 +514,7 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
         }
 
         impl ::apiserver::runtime::PatchMetadata for #name {
-            #[allow(unused_variables)]
+            #[allow(unused_variables, clippy::needless_borrow)]
             fn annotate_schema(schema: &mut ::apiserver::serde_json::Value) {
                 #[allow(unused_imports)]
                 use ::apiserver::runtime::{AnnotateWithPatchMetadata as _, AnnotateWithoutPatchMetadata as _};

@@ -72,7 +72,7 @@ fn for_each_alternative(schema: &mut Value, f: &mut dyn FnMut(&mut Value)) {
     for key in ["allOf", "anyOf", "oneOf"] {
         if let Some(Value::Array(alternatives)) = map.get_mut(key) {
             wrapped = true;
-            alternatives.iter_mut().for_each(|a| f(a));
+            alternatives.iter_mut().for_each(&mut *f);
         }
     }
     if !wrapped {
@@ -162,6 +162,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::needless_borrow)] // the double reference is how the probe picks its impl
     fn probe_recurses_only_into_types_with_metadata() {
         let mut schema = json!({ "type": "array", "items": { "type": "object", "properties": { "ports": { "type": "array" } } } });
         (&&PatchProbe::<Vec<Element>>::new()).annotate_field(&mut schema);
