@@ -53,6 +53,14 @@ pub fn derive_hub(input: TokenStream) -> TokenStream {
 ///   a mismatch is a compile error at the field.
 /// - `rename = "hub_field"`: the hub's field has another name.
 /// - `skip`: a field only this version has; it takes `Default` when converting from the hub.
+/// - `patch_strategy = "merge"` (or `"replace"`, `"retainKeys"`, `"merge,retainKeys"`), with
+///   `patch_merge_key = "name"` for a list of objects: how a strategic merge patch treats this field. Published in
+///   the OpenAPI schema as `x-kubernetes-patch-strategy` / `x-kubernetes-patch-merge-key` (where kubectl reads
+///   them) and used by the server to apply such patches. A list without it is replaced whole by a strategic merge
+///   patch; a list of objects that merges needs a merge key, a list that may hold duplicates should not merge.
+///
+/// The derive also implements `apiserver::runtime::PatchMetadata` (the patch metadata of this struct and of the
+/// derived structs inside it); field names on the wire follow serde's `rename` and `rename_all`.
 #[proc_macro_derive(Versioned, attributes(versioned))]
 pub fn derive_versioned(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as DeriveInput);
@@ -279,12 +287,84 @@ fn snake_case(camel: &str) -> String {
     out
 }
 
+/// A string given to serde as `#[serde(<key> = "...")]` on an item, if any.
+fn serde_string(attrs: &[syn::Attribute], key: &str) -> Option<String> {
+    let mut found = None;
+    for attr in attrs.iter().filter(|a| a.path().is_ident("serde")) {
+        // Other serde options are skipped whatever their shape; a parse failure only means "not found".
+        let _ = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident(key) && meta.input.peek(syn::Token![=]) {
+                found = Some(meta.value()?.parse::<LitStr>()?.value());
+            } else if meta.input.peek(syn::Token![=]) {
+                meta.value()?.parse::<syn::Expr>()?;
+            } else if meta.input.peek(syn::token::Paren) {
+                meta.parse_nested_meta(|inner| {
+                    if inner.input.peek(syn::Token![=]) {
+                        inner.value()?.parse::<syn::Expr>()?;
+                    }
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        });
+    }
+    found
+}
+
+/// The name of a field on the wire: serde's `rename`, else the struct's `rename_all` applied to the Rust name.
+fn wire_name(
+    field: &syn::Field,
+    ident: &syn::Ident,
+    rename_all: Option<&str>,
+) -> syn::Result<String> {
+    if let Some(name) = serde_string(&field.attrs, "rename") {
+        return Ok(name);
+    }
+    let name = ident.to_string();
+    let name = name.strip_prefix("r#").unwrap_or(&name).to_string();
+    let words: Vec<&str> = name.split('_').filter(|w| !w.is_empty()).collect();
+    let capitalized = |w: &str| {
+        let mut c = w.chars();
+        c.next()
+            .map(|f| f.to_uppercase().chain(c).collect::<String>())
+            .unwrap_or_default()
+    };
+    Ok(match rename_all {
+        None | Some("snake_case") => name,
+        Some("camelCase") => words
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                if i == 0 {
+                    w.to_string()
+                } else {
+                    capitalized(w)
+                }
+            })
+            .collect(),
+        Some("PascalCase") => words.iter().map(|w| capitalized(w)).collect(),
+        Some("lowercase") => name.to_lowercase(),
+        Some("UPPERCASE") => name.to_uppercase(),
+        Some("kebab-case") => words.join("-"),
+        Some("SCREAMING_SNAKE_CASE") => name.to_uppercase(),
+        Some("SCREAMING-KEBAB-CASE") => words.join("-").to_uppercase(),
+        Some(other) => {
+            return Err(syn::Error::new(
+                ident.span(),
+                format!("serde rename_all = \"{other}\" is not understood by Versioned"),
+            ));
+        }
+    })
+}
+
 #[derive(Default)]
 struct FieldOptions {
     to_hub: Option<Path>,
     from_hub: Option<Path>,
     rename: Option<syn::Ident>,
     skip: bool,
+    patch_strategy: Option<LitStr>,
+    patch_merge_key: Option<LitStr>,
 }
 
 fn field_options(field: &syn::Field) -> syn::Result<FieldOptions> {
@@ -304,13 +384,39 @@ fn field_options(field: &syn::Field) -> syn::Result<FieldOptions> {
                 options.rename = Some(syn::Ident::new(&lit.value(), lit.span()));
             } else if meta.path.is_ident("skip") {
                 options.skip = true;
+            } else if meta.path.is_ident("patch_strategy") {
+                let lit = meta.value()?.parse::<LitStr>()?;
+                if !matches!(
+                    lit.value().as_str(),
+                    "merge" | "replace" | "retainKeys" | "merge,retainKeys" | "retainKeys,merge"
+                ) {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        "patch_strategy is one of \"merge\", \"replace\", \"retainKeys\", \"merge,retainKeys\"",
+                    ));
+                }
+                options.patch_strategy = Some(lit);
+            } else if meta.path.is_ident("patch_merge_key") {
+                options.patch_merge_key = Some(meta.value()?.parse::<LitStr>()?);
             } else {
                 return Err(meta.error(
-                    "unknown versioned field attribute; expected to_hub, from_hub, rename or skip",
+                    "unknown versioned field attribute; expected to_hub, from_hub, rename, skip, patch_strategy or \
+                     patch_merge_key",
                 ));
             }
             Ok(())
         })?;
+    }
+    if let Some(key) = &options.patch_merge_key
+        && !options
+            .patch_strategy
+            .as_ref()
+            .is_some_and(|s| s.value().split(',').any(|s| s == "merge"))
+    {
+        return Err(syn::Error::new(
+            key.span(),
+            "patch_merge_key needs patch_strategy = \"merge\"",
+        ));
     }
     if options.to_hub.is_some() != options.from_hub.is_some() {
         return Err(syn::Error::new(
@@ -353,13 +459,30 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
         )
     })?;
     let name = &input.ident;
+    let rename_all = serde_string(&input.attrs, "rename_all");
     let mut to_hub = Vec::new();
     let mut from_hub = Vec::new();
+    let mut patch_fields = Vec::new();
     for field in &fields.named {
         let Some(ident) = field.ident.as_ref() else {
             continue;
         };
         let options = field_options(field)?;
+        let wire = wire_name(field, ident, rename_all.as_deref())?;
+        let ty = &field.ty;
+        let explicit = options.patch_strategy.as_ref().map(|strategy| {
+            let key = match &options.patch_merge_key {
+                Some(k) => quote!(::std::option::Option::Some(#k)),
+                None => quote!(::std::option::Option::None),
+            };
+            quote!(::apiserver::runtime::set_patch_metadata(field, #strategy, #key);)
+        });
+        patch_fields.push(quote_spanned! {ty.span()=>
+            if let ::std::option::Option::Some(field) = ::apiserver::runtime::schema_property(schema, #wire) {
+                #explicit
+                (&&::apiserver::runtime::PatchProbe::<#ty>::new()).annotate_field(field);
+            }
+        });
         if options.skip {
             from_hub.push(quote! { #ident: ::std::default::Default::default() });
             continue;
@@ -387,6 +510,15 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
         impl ::apiserver::runtime::Convert<#name> for #hub {
             fn convert(&self) -> #name {
                 #name { #(#from_hub),* }
+            }
+        }
+
+        impl ::apiserver::runtime::PatchMetadata for #name {
+            #[allow(unused_variables, clippy::needless_borrow)]
+            fn annotate_schema(schema: &mut ::apiserver::serde_json::Value) {
+                #[allow(unused_imports)]
+                use ::apiserver::runtime::{AnnotateWithPatchMetadata as _, AnnotateWithoutPatchMetadata as _};
+                #(#patch_fields)*
             }
         }
     };
@@ -424,7 +556,9 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
             }
 
             fn openapi_schema() -> ::apiserver::serde_json::Value {
-                ::apiserver::runtime::openapi_schema::<Self>()
+                let mut schema = ::apiserver::runtime::openapi_schema::<Self>();
+                <Self as ::apiserver::runtime::PatchMetadata>::annotate_schema(&mut schema);
+                schema
             }
         }
     })

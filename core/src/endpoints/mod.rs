@@ -16,6 +16,7 @@ mod output;
 mod params;
 mod patch;
 pub mod request_info;
+pub mod strategic_merge;
 mod table;
 mod update;
 mod watch;

@@ -23,10 +23,12 @@ const WATCH_MEDIA_TYPES: [&str; 2] = [
     "application/json;stream=watch",
     "application/vnd.kubernetes.protobuf;stream=watch",
 ];
-/// Only these: no strategic merge patch (so kubectl apply uses a merge patch) and no server-side apply yet.
-const PATCH_MEDIA_TYPES: [&str; 2] = [
+/// No server-side apply yet. Strategic merge patch is listed, so kubectl's client-side apply computes one from
+/// the schemas' `x-kubernetes-patch-*` extensions (it checks this list in OpenAPI v3).
+const PATCH_MEDIA_TYPES: [&str; 3] = [
     "application/json-patch+json",
     "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
 ];
 
 const LIST_PARAMETERS: [(&str, &str, &str); 10] = [

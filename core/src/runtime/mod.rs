@@ -4,6 +4,7 @@
 mod convert;
 mod gvk;
 mod list;
+mod patch;
 mod resource;
 mod schema;
 mod scheme;
@@ -12,6 +13,12 @@ mod versioned;
 pub use convert::{Convert, convert_field};
 pub use gvk::{GroupKind, GroupResource, GroupVersion, GroupVersionKind, GroupVersionResource};
 pub use list::List;
+pub use patch::PatchMetadata;
+#[doc(hidden)]
+pub use patch::{
+    AnnotateWithPatchMetadata, AnnotateWithoutPatchMetadata, PatchProbe, schema_property,
+    set_patch_metadata,
+};
 pub use resource::{PrinterColumn, Resource, Scope};
 pub use schema::openapi_schema;
 pub use scheme::{DecodeError, Decoded, EncodeError, KindDescription, ResourceCodec};

@@ -101,6 +101,10 @@ impl JsonSchema for ObjectMeta {
                 "ownerReferences": {
                     "type": "array",
                     "description": "List of objects depended by this object.",
+                    "x-kubernetes-list-map-keys": ["uid"],
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-patch-merge-key": "uid",
+                    "x-kubernetes-patch-strategy": "merge",
                     "items": {
                         "type": "object",
                         "required": ["apiVersion", "kind", "name", "uid"],
@@ -114,7 +118,8 @@ impl JsonSchema for ObjectMeta {
                         }
                     }
                 },
-                "finalizers": { "type": "array", "items": { "type": "string" }, "description": "Must be empty before the object is deleted from the registry." },
+                "finalizers": { "type": "array", "items": { "type": "string" }, "description": "Must be empty before the object is deleted from the registry.",
+                    "x-kubernetes-list-type": "set", "x-kubernetes-patch-strategy": "merge" },
                 "managedFields": {
                     "type": "array",
                     "description": "ManagedFields maps workflow-id and version to the set of fields that are managed by that workflow.",

@@ -69,13 +69,22 @@ trait VersionCodec<H>: Send + Sync {
         format: MediaType,
     ) -> Result<Vec<u8>, CodecError>;
     fn openapi_schema(&self) -> serde_json::Value;
+    /// The version's own schema (with its patch metadata), made once.
+    fn patch_schema(&self) -> &serde_json::Value;
 }
 
-struct VersionOf<V>(PhantomData<fn() -> V>);
+struct VersionOf<V> {
+    schema: std::sync::OnceLock<serde_json::Value>,
+    version: PhantomData<fn() -> V>,
+}
 
 impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
     fn version(&self) -> &'static str {
         V::VERSION
+    }
+
+    fn patch_schema(&self) -> &serde_json::Value {
+        self.schema.get_or_init(V::openapi_schema)
     }
 
     fn decode_json(
@@ -199,7 +208,10 @@ impl<H: Resource> ResourceCodec<H> {
     /// Serves `V`; versions are listed in the order they are added.
     pub fn version<V: Versioned<Hub = H>>(mut self) -> Self {
         self.versions.retain(|v| v.version() != V::VERSION);
-        self.versions.push(Arc::new(VersionOf::<V>(PhantomData)));
+        self.versions.push(Arc::new(VersionOf::<V> {
+            schema: std::sync::OnceLock::new(),
+            version: PhantomData,
+        }));
         self
     }
 
@@ -408,6 +420,12 @@ impl<H: Resource> ResourceCodec<H> {
     /// The OpenAPI v3 schema of `version`'s root type.
     pub fn openapi_schema(&self, version: &str) -> Option<serde_json::Value> {
         self.find(version).map(|v| v.openapi_schema())
+    }
+
+    /// The schema a strategic merge patch of `version` is applied with: the version's OpenAPI v3 schema, whose
+    /// `x-kubernetes-patch-strategy` / `x-kubernetes-patch-merge-key` say which lists merge.
+    pub fn patch_schema(&self, version: &str) -> Option<&serde_json::Value> {
+        self.find(version).map(|v| v.patch_schema())
     }
 
     /// What discovery and OpenAPI need to know about this kind, without its type.

@@ -25,6 +25,10 @@ pub trait Versioned:
 
     /// The OpenAPI v3 schema of this version's root type (structural, as Kubernetes publishes). Without one a
     /// type is published as an object that keeps unknown fields.
+    ///
+    /// It is also this version's patch schema: its `x-kubernetes-patch-strategy` and
+    /// `x-kubernetes-patch-merge-key` (from [`PatchMetadata`](super::PatchMetadata), which the derive adds) say how
+    /// a strategic merge patch treats each field; without them every list is replaced whole.
     fn openapi_schema() -> serde_json::Value {
         serde_json::json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
     }

@@ -44,6 +44,8 @@ pub struct Pizza {
 #[versioned(hub = "restaurant::PizzaSpec")]
 pub struct PizzaSpec {
     /// The names of the toppings; a name given twice means two portions.
+    // No patch strategy: a strategic merge patch replaces the list whole. Merging it as a set would fold
+    // duplicates, which here are portions.
     #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
     #[prost(string, repeated, tag = "1")]
     #[versioned(to_hub = "fold_toppings", from_hub = "unfold_toppings")]

@@ -43,9 +43,11 @@ pub struct Pizza {
 )]
 #[versioned(hub = "restaurant::PizzaSpec")]
 pub struct PizzaSpec {
-    /// The toppings; order does not matter.
+    /// The toppings; order does not matter. A strategic merge patch (`kubectl patch`, `kubectl apply`) merges
+    /// toppings by name: a patch naming one topping changes only that one.
     #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
     #[prost(message, repeated, tag = "1")]
+    #[versioned(patch_strategy = "merge", patch_merge_key = "name")]
     pub toppings: Vec<PizzaTopping>,
 }
 

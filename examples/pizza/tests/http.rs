@@ -431,12 +431,12 @@ async fn admission_validation_and_concurrency() {
         )
         .await;
     assert_eq!(code, 403);
-    // Strategic merge patch is not served.
+    // Server-side apply is not served.
     let (code, _, _) = server
         .raw(
             "PATCH",
             &path,
-            &[("content-type", "application/strategic-merge-patch+json")],
+            &[("content-type", "application/apply-patch+yaml")],
             b"{}".to_vec(),
         )
         .await;
@@ -462,6 +462,158 @@ async fn admission_validation_and_concurrency() {
         "NotFound",
         "pizzas.restaurant.programming-kubernetes.info \"salami\" not found",
     );
+}
+
+const STRATEGIC: (&str, &str) = ("content-type", "application/strategic-merge-patch+json");
+
+#[tokio::test(flavor = "multi_thread")]
+async fn strategic_merge_patch() {
+    let server = TestServer::start(&[]).await;
+    for name in ["salami", "tomato", "mozzarella"] {
+        post(&server, &toppings("v1alpha1"), topping(name, 0.5)).await;
+    }
+    let (code, _, _) = post(
+        &server,
+        &pizzas("v1beta1"),
+        pizza_v1beta1(
+            "smp",
+            json!([{"name": "salami", "quantity": 1}, {"name": "tomato", "quantity": 1}]),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let path = format!("{}/smp", pizzas("v1beta1"));
+    let patch = |body: &'static str| {
+        let server = &server;
+        let path = &path;
+        async move {
+            server
+                .raw("PATCH", path, &[STRATEGIC], body.as_bytes().to_vec())
+                .await
+        }
+    };
+
+    // v1beta1 toppings merge by name: one changes, one is added, the other stays (the patch's elements in the
+    // patch's order, the server's others after them, as upstream orders a merged list).
+    let (code, _, body) =
+        patch(r#"{"spec":{"toppings":[{"name":"salami","quantity":3},{"name":"mozzarella"}]}}"#)
+            .await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        parse(&body)["spec"]["toppings"],
+        json!([{"name": "salami", "quantity": 3}, {"name": "mozzarella", "quantity": 1}, {"name": "tomato", "quantity": 1}])
+    );
+    // Deleting one by name, and ordering with $setElementOrder.
+    let (code, _, body) = patch(
+        r#"{"spec":{"$setElementOrder/toppings":[{"name":"mozzarella"},{"name":"salami"}],"toppings":[{"$patch":"delete","name":"tomato"}]}}"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let patched = parse(&body);
+    assert_eq!(
+        patched["spec"]["toppings"],
+        json!([{"name": "mozzarella", "quantity": 1}, {"name": "salami", "quantity": 3}])
+    );
+    // Labels merge, null deletes.
+    let (code, _, body) = patch(r#"{"metadata":{"labels":{"a":"1","b":"2"}}}"#).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        parse(&body)["metadata"]["labels"],
+        json!({"a": "1", "b": "2"})
+    );
+    let (code, _, body) = patch(r#"{"metadata":{"labels":{"a":null}}}"#).await;
+    assert_eq!(code, 200);
+    assert_eq!(parse(&body)["metadata"]["labels"], json!({"b": "2"}));
+    let rv = parse(&body)["metadata"]["resourceVersion"].clone();
+
+    // v1alpha1's list of names (duplicates are portions) is replaced whole.
+    let alpha = format!("{}/smp", pizzas("v1alpha1"));
+    let (code, _, body) = server
+        .raw(
+            "PATCH",
+            &alpha,
+            &[STRATEGIC],
+            br#"{"spec":{"toppings":["tomato","tomato"]}}"#.to_vec(),
+        )
+        .await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        parse(&body)["spec"]["toppings"],
+        json!(["tomato", "tomato"])
+    );
+    let (_, _, body) = get(&server, &path).await;
+    assert_eq!(
+        parse(&body)["spec"]["toppings"],
+        json!([{"name": "tomato", "quantity": 2}])
+    );
+    let rv_after = parse(&body)["metadata"]["resourceVersion"].clone();
+    assert_ne!(rv, rv_after);
+
+    // Malformed patches: a Status, nothing written.
+    let (code, _, body) = patch("{not json").await;
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(parse(&body)["reason"], "BadRequest");
+    let (code, _, body) = patch("[1]").await;
+    assert_status(
+        code,
+        &body,
+        400,
+        "BadRequest",
+        "json: cannot unmarshal array into Go value of type map[string]interface {}",
+    );
+    let (code, _, body) = patch(r#"{"spec":{"$retainKeys":"toppings"}}"#).await;
+    assert_status(
+        code,
+        &body,
+        400,
+        "BadRequest",
+        "invalid patch format of retainKeys",
+    );
+    let (code, _, body) = patch(r#"{"metadata":{"$deleteFromPrimitiveList":["x"]}}"#).await;
+    assert_status(
+        code,
+        &body,
+        400,
+        "BadRequest",
+        "invalid patch format of primitive list",
+    );
+    let (code, _, body) = patch(r#"{"spec":{"toppings":[{"quantity":2}]}}"#).await;
+    assert_status(
+        code,
+        &body,
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+    );
+    assert_eq!(
+        parse(&body)["details"]["causes"][0]["message"],
+        "map: map[quantity:2] does not contain declared merge key: name"
+    );
+    let (code, _, body) = patch(r#"{"spec":{"$patch":"merge"}}"#).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        parse(&body)["details"]["causes"][0]["message"],
+        "unknown patch type: merge in map: map[$patch:merge]"
+    );
+    let (code, _, body) =
+        patch(r#"{"spec":{"toppings":[{"name":"tomato","$patch":"bogus"}]}}"#).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        parse(&body)["details"]["causes"][0]["message"],
+        "unknown patch type: bogus in map: map[$patch:bogus name:tomato]"
+    );
+    // An unknown field is refused in Strict (and only warned about by default).
+    let (code, _, body) = server
+        .raw(
+            "PATCH",
+            &format!("{path}?fieldValidation=Strict"),
+            &[STRATEGIC],
+            br#"{"spec":{"crust":"thin"}}"#.to_vec(),
+        )
+        .await;
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+    let (_, _, body) = get(&server, &path).await;
+    assert_eq!(parse(&body)["metadata"]["resourceVersion"], rv_after);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -211,7 +211,7 @@ async fn create_get_list_patch_delete() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("pizzas.restaurant.programming-kubernetes.info \"margherita\" is forbidden: unknown topping: pineapple"), "{stderr}");
 
-    // Apply (client-side) of a changed manifest falls back to a merge patch and works.
+    // Apply (client-side) of a changed manifest works (a v1alpha1 manifest: its list of names is replaced whole).
     let applied = MARGHERITA.replace("- tomato", "- tomato\n  - salami");
     let out = server.kubectl_stdin_ok(&["apply", "-f", "-"], &applied);
     assert!(
@@ -280,4 +280,187 @@ async fn get_watch_sees_added_modified_deleted() {
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     assert_eq!(events, ["ADDED", "MODIFIED", "DELETED"], "{seen:?}");
+}
+
+const SMP_PIZZA: &str = "apiVersion: restaurant.programming-kubernetes.info/v1beta1
+kind: Pizza
+metadata:
+  name: smp
+spec:
+  toppings:
+  - name: mozzarella
+    quantity: 1
+  - name: tomato
+    quantity: 2
+";
+
+fn toppings_of(server: &TestServer, name: &str) -> Vec<(String, i64)> {
+    let json = server.kubectl_ok(&["get", "pizza", name, "-o", "json"]);
+    let pizza: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let mut toppings: Vec<(String, i64)> = pizza["spec"]["toppings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_string(),
+                t["quantity"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    toppings.sort();
+    toppings
+}
+
+fn owned(toppings: &[(&str, i64)]) -> Vec<(String, i64)> {
+    toppings.iter().map(|(n, q)| (n.to_string(), *q)).collect()
+}
+
+/// kubectl's write path with strategic merge patch: `kubectl patch` without `--type`, client-side `kubectl apply`
+/// (which computes a strategic merge patch from the published `x-kubernetes-patch-*` extensions), `kubectl edit`.
+#[tokio::test(flavor = "multi_thread")]
+async fn strategic_merge_patch_apply_and_edit() {
+    let server = TestServer::start(&[]).await;
+    server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
+    let out = server.kubectl_stdin_ok(&["apply", "-f", "-"], SMP_PIZZA);
+    assert!(out.contains("created"), "{out}");
+
+    // No --type: a strategic merge patch, merged by topping name.
+    let out = server.kubectl_ok(&[
+        "patch",
+        "pizza",
+        "smp",
+        "-p",
+        r#"{"spec":{"toppings":[{"name":"salami","quantity":3}]}}"#,
+    ]);
+    assert!(out.contains("patched"), "{out}");
+    assert_eq!(
+        toppings_of(&server, "smp"),
+        owned(&[("mozzarella", 1), ("salami", 3), ("tomato", 2)])
+    );
+
+    // Client-side apply of a changed manifest sends a strategic merge patch: the topping added by someone else
+    // (salami) stays, the changed one changes.
+    let changed = SMP_PIZZA.replace("quantity: 2", "quantity: 4");
+    let out = server.kubectl_stdin(&["apply", "-f", "-", "-v=8"], &changed);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("application/strategic-merge-patch+json"),
+        "{stderr}"
+    );
+    assert_eq!(
+        toppings_of(&server, "smp"),
+        owned(&[("mozzarella", 1), ("salami", 3), ("tomato", 4)])
+    );
+    // Applied again without tomato: the patch deletes it by name ($patch: delete).
+    let without_tomato = "apiVersion: restaurant.programming-kubernetes.info/v1beta1
+kind: Pizza
+metadata:
+  name: smp
+spec:
+  toppings:
+  - name: mozzarella
+    quantity: 1
+";
+    let out = server.kubectl_stdin_ok(&["apply", "-f", "-"], without_tomato);
+    assert!(out.contains("configured"), "{out}");
+    assert_eq!(
+        toppings_of(&server, "smp"),
+        owned(&[("mozzarella", 1), ("salami", 3)])
+    );
+    // The same manifest again: kubectl still sends a patch (its $setElementOrder names only mozzarella while the
+    // pizza also has salami, as for any list another writer added to), which changes nothing and writes nothing.
+    let rv = |server: &TestServer| {
+        server.kubectl_ok(&[
+            "get",
+            "pizza",
+            "smp",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}",
+        ])
+    };
+    let before = rv(&server);
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], without_tomato);
+    assert_eq!(rv(&server), before);
+    assert_eq!(
+        toppings_of(&server, "smp"),
+        owned(&[("mozzarella", 1), ("salami", 3)])
+    );
+
+    // kubectl edit with an editor that changes the file.
+    let dir = tempfile::tempdir().unwrap();
+    let editor = dir.path().join("editor.sh");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i 's/quantity: 3/quantity: 7/' \"$1\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&server.kubeconfig)
+        .args(["edit", "pizza", "smp"])
+        .env_remove("KUBECONFIG")
+        .env("HOME", dir.path())
+        .env("KUBE_EDITOR", &editor)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("edited"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        toppings_of(&server, "smp"),
+        owned(&[("mozzarella", 1), ("salami", 7)])
+    );
+
+    // A malformed strategic merge patch is refused and changes nothing.
+    let before = server.kubectl_ok(&[
+        "get",
+        "pizza",
+        "smp",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    let out = server.kubectl(&[
+        "patch",
+        "pizza",
+        "smp",
+        "-p",
+        r#"{"spec":{"toppings":[{"quantity":2}]}}"#,
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("map: map[quantity:2] does not contain declared merge key: name"),
+        "{stderr}"
+    );
+    let out = server.kubectl(&[
+        "patch",
+        "pizza",
+        "smp",
+        "-p",
+        r#"{"spec":{"$retainKeys":"toppings"}}"#,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid patch format of retainKeys"),
+        "{stderr}"
+    );
+    let after = server.kubectl_ok(&[
+        "get",
+        "pizza",
+        "smp",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    assert_eq!(before, after);
 }

@@ -114,3 +114,62 @@ fn identity_of_the_hub_types() {
     );
     assert_eq!(pizza_codec().storage_version_name(), Some("v1alpha1"));
 }
+
+/// A hub pizza as its v1beta1 JSON document.
+fn v1beta1_json(pizza: &Pizza) -> serde_json::Value {
+    let bytes = pizza_codec()
+        .encode(pizza, "v1beta1", MediaType::Json)
+        .expect("encodes");
+    serde_json::from_slice(&bytes).expect("JSON")
+}
+
+fn strategic_merge(original: serde_json::Value, patch: serde_json::Value) -> serde_json::Value {
+    use apiserver::endpoints::strategic_merge::{PatchSchema, apply};
+    let codec = pizza_codec();
+    let schema = codec.patch_schema("v1beta1").expect("v1beta1 is served");
+    apply(original, patch, PatchSchema::new(schema)).expect("patch applies")
+}
+
+proptest! {
+    /// A strategic merge patch that is the whole new object (metadata and status with `$patch: replace`), plus a
+    /// `$setElementOrder` of its toppings and a `$patch: delete` for each topping only the old one has, turns old
+    /// into new, toppings in new's order.
+    #[test]
+    fn strategic_merge_of_the_whole_object_gives_it(old in pizza(), new in pizza()) {
+        let old_json = v1beta1_json(&old);
+        let mut patch = v1beta1_json(&new);
+        let new_names: Vec<&str> = new.spec.toppings.iter().map(|t| t.name.as_str()).collect();
+        let mut toppings = patch["spec"]["toppings"].as_array().cloned().unwrap_or_default();
+        for gone in old.spec.toppings.iter().filter(|t| !new_names.contains(&t.name.as_str())) {
+            toppings.push(serde_json::json!({ "$patch": "delete", "name": gone.name }));
+        }
+        patch["spec"]["toppings"] = serde_json::Value::Array(toppings);
+        patch["spec"]["$setElementOrder/toppings"] = new_names
+            .iter()
+            .map(|n| serde_json::json!({ "name": n }))
+            .collect();
+        // Metadata and status are taken whole.
+        patch["metadata"]["$patch"] = "replace".into();
+        patch["status"]["$patch"] = "replace".into();
+        let patched = strategic_merge(old_json, patch);
+        let decoded = pizza_codec()
+            .decode(&serde_json::to_vec(&patched).unwrap(), MediaType::Json, "v1beta1", FieldValidation::Strict)
+            .expect("decodes");
+        prop_assert_eq!(decoded.object, new);
+    }
+
+    /// Patching one topping by name changes that topping only.
+    #[test]
+    fn strategic_merge_of_one_topping_changes_only_it(old in pizza(), index in 0usize..6, quantity in 1i32..=10) {
+        let index = index % old.spec.toppings.len();
+        let name = old.spec.toppings[index].name.clone();
+        let patch = serde_json::json!({ "spec": { "toppings": [{ "name": name, "quantity": quantity }] } });
+        let patched = strategic_merge(v1beta1_json(&old), patch);
+        let decoded = pizza_codec()
+            .decode(&serde_json::to_vec(&patched).unwrap(), MediaType::Json, "v1beta1", FieldValidation::Strict)
+            .expect("decodes");
+        let mut want = old.clone();
+        want.spec.toppings[index].quantity = quantity;
+        prop_assert_eq!(decoded.object, want);
+    }
+}
