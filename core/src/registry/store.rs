@@ -119,6 +119,8 @@ pub struct Store<T: Resource> {
     strategy: Arc<dyn Strategy<T>>,
     keys: ResourceKeys,
     storage_format: MediaType,
+    /// This store serves the `status` subresource: updates write only status (see [`Store::status`]).
+    status_only: bool,
 }
 
 impl<T: Resource> Clone for Store<T> {
@@ -129,6 +131,7 @@ impl<T: Resource> Clone for Store<T> {
             strategy: self.strategy.clone(),
             keys: self.keys.clone(),
             storage_format: self.storage_format,
+            status_only: self.status_only,
         }
     }
 }
@@ -148,7 +151,23 @@ impl<T: Resource> Store<T> {
             strategy,
             keys: ResourceKeys::new(prefix, T::PLURAL)?,
             storage_format,
+            status_only: false,
         })
+    }
+
+    /// The same objects as served by the `status` subresource (upstream's second `Store` with a status strategy):
+    /// an update keeps everything of the stored object but its status (and managed fields), validates with
+    /// [`Strategy::validate_status_update`], never creates, and leaves `metadata.generation` alone.
+    pub fn status(&self) -> Store<T> {
+        Store {
+            status_only: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether this store serves the `status` subresource.
+    pub fn is_status(&self) -> bool {
+        self.status_only
     }
 
     /// A store whose reads and watches are served from a [`WatchCache`](crate::storage::cache::WatchCache) of
@@ -256,8 +275,9 @@ impl<T: Resource> Store<T> {
         Ok(())
     }
 
-    /// Everything but metadata and status, in the storage version: a change to it bumps `metadata.generation`
-    /// (what upstream strategies do by comparing `spec`, done once here for every type).
+    /// Everything but metadata (and status, for a type with a status subresource), in the storage version: a change
+    /// to it bumps `metadata.generation` (what upstream strategies do by comparing `spec`, and the CRD strategy by
+    /// comparing everything but metadata and, with the subresource, status; done once here for every type).
     fn desired_state(&self, object: &T) -> Result<serde_json::Value, ApiError> {
         let json = self
             .codec
@@ -266,8 +286,11 @@ impl<T: Resource> Store<T> {
         let mut value: serde_json::Value =
             serde_json::from_slice(&json).map_err(ApiError::internal)?;
         if let Some(map) = value.as_object_mut() {
-            for field in ["metadata", "status", "apiVersion", "kind"] {
+            for field in ["metadata", "apiVersion", "kind"] {
                 map.remove(field);
+            }
+            if T::has_status_subresource() {
+                map.remove("status");
             }
         }
         Ok(value)
@@ -284,6 +307,10 @@ impl<T: Resource> Store<T> {
         meta.deletion_timestamp = None;
         meta.deletion_grace_period_seconds = None;
         meta.generation = 1;
+        if T::has_status_subresource() {
+            // Status is the status subresource's to write (upstream's CRD strategy clears it on create).
+            object.copy_status_from(&T::default());
+        }
         self.strategy.prepare_for_create(object);
         let meta = object.metadata_mut();
         if meta.name.is_empty() && !meta.generate_name.is_empty() {
@@ -311,6 +338,12 @@ impl<T: Resource> Store<T> {
         namespace: Option<&str>,
     ) -> Result<Vec<String>, ApiError> {
         Self::reconcile_namespace(object, namespace)?;
+        if self.status_only {
+            return self.before_status_update(object, old);
+        }
+        if T::has_status_subresource() {
+            object.copy_status_from(old);
+        }
         let old_meta = old.metadata();
         let meta = object.metadata_mut();
         meta.generation = old_meta.generation;
@@ -341,6 +374,28 @@ impl<T: Resource> Store<T> {
         let warnings = self.strategy.warnings_on_update(object, old);
         self.strategy.canonicalize(object);
         Ok(warnings)
+    }
+
+    /// An update through the `status` subresource (upstream's CRD status strategy): the stored object with the
+    /// new status and managed fields; every other change (spec, labels, annotations, finalizers) is dropped.
+    fn before_status_update(&self, object: &mut T, old: &T) -> Result<Vec<String>, ApiError> {
+        let mut merged = old.clone();
+        merged.copy_status_from(object);
+        merged.metadata_mut().managed_fields =
+            std::mem::take(&mut object.metadata_mut().managed_fields);
+        *object = merged;
+        let mut errors =
+            validate_object_meta_update(object.metadata(), old.metadata(), T::namespaced());
+        errors.extend(self.strategy.validate_status_update(object, old));
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(
+                &Self::kind(),
+                &object.metadata().name,
+                &errors,
+            ));
+        }
+        self.strategy.canonicalize(object);
+        Ok(Vec::new())
     }
 
     /// Creates an object (upstream `Store.Create`); with `dry_run` everything runs but the write.
@@ -458,7 +513,9 @@ impl<T: Resource> Store<T> {
                 }
                 let (created, warnings) = match &existing {
                     None => {
-                        if !self.strategy.allow_create_on_update() && !force_allow_create {
+                        if self.status_only
+                            || (!self.strategy.allow_create_on_update() && !force_allow_create)
+                        {
                             return Err(ApiError::not_found(&Self::resource(), name));
                         }
                         wipe_system_fields(object.metadata_mut());
@@ -824,4 +881,183 @@ fn preconditions_conflict<T: Resource>(
         _ => OPTIMISTIC_LOCK_ERROR_MSG.to_string(),
     };
     ApiError::conflict(resource, name, &why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::ObjectMeta;
+    use crate::registry::DefaultStrategy;
+    use crate::runtime::{PrinterColumn, Scope, Versioned};
+    use crate::storage::memory::MemoryStorage;
+    use serde::{Deserialize, Serialize};
+
+    /// A hub with a spec and a status subresource, written by hand as `#[derive(Hub)]` with `status` would.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub(super) struct Gadget {
+        pub metadata: ObjectMeta,
+        pub spec: i64,
+        pub status: i64,
+    }
+
+    impl Resource for Gadget {
+        const GROUP: &'static str = "example.com";
+        const KIND: &'static str = "Gadget";
+        const PLURAL: &'static str = "gadgets";
+        const SINGULAR: &'static str = "gadget";
+        const SCOPE: Scope = Scope::Namespaced;
+        const SHORT_NAMES: &'static [&'static str] = &[];
+        const CATEGORIES: &'static [&'static str] = &[];
+        const PRINTER_COLUMNS: &'static [PrinterColumn] = &[];
+        const SUBRESOURCES: &'static [&'static str] = &["status"];
+        const SELECTABLE_FIELDS: &'static [&'static str] = &[];
+        fn metadata(&self) -> &ObjectMeta {
+            &self.metadata
+        }
+        fn metadata_mut(&mut self) -> &mut ObjectMeta {
+            &mut self.metadata
+        }
+        fn copy_status_from(&mut self, other: &Self) {
+            self.status = other.status;
+        }
+    }
+
+    #[derive(Clone, PartialEq, Serialize, Deserialize, prost::Message)]
+    pub(super) struct GadgetV1 {
+        #[prost(message, required, tag = "1")]
+        #[serde(default)]
+        metadata: ObjectMeta,
+        #[prost(int64, tag = "2")]
+        #[serde(default)]
+        spec: i64,
+        #[prost(int64, tag = "3")]
+        #[serde(default)]
+        status: i64,
+    }
+
+    impl Versioned for GadgetV1 {
+        type Hub = Gadget;
+        const VERSION: &'static str = "v1";
+        fn to_hub(&self) -> Gadget {
+            Gadget {
+                metadata: self.metadata.clone(),
+                spec: self.spec,
+                status: self.status,
+            }
+        }
+        fn from_hub(hub: &Gadget) -> Self {
+            GadgetV1 {
+                metadata: hub.metadata.clone(),
+                spec: hub.spec,
+                status: hub.status,
+            }
+        }
+    }
+
+    pub(super) fn store() -> Store<Gadget> {
+        Store::new(
+            Arc::new(MemoryStorage::new()),
+            "/registry/example.com",
+            ResourceCodec::new().version::<GadgetV1>(),
+            Arc::new(DefaultStrategy),
+            MediaType::Json,
+        )
+        .unwrap()
+    }
+
+    pub(super) fn gadget(name: &str, spec: i64, status: i64) -> Gadget {
+        Gadget {
+            metadata: ObjectMeta {
+                name: name.into(),
+                namespace: "ns".into(),
+                ..ObjectMeta::default()
+            },
+            spec,
+            status,
+        }
+    }
+
+    async fn update(store: &Store<Gadget>, object: Gadget) -> Result<Gadget, ApiError> {
+        let name = object.metadata.name.clone();
+        store
+            .update(
+                Some("ns"),
+                &name,
+                &Replace(object),
+                &NoAdmission,
+                false,
+                false,
+            )
+            .await
+            .map(|w| w.object)
+    }
+
+    #[tokio::test]
+    async fn create_clears_status_and_main_update_keeps_it() {
+        let store = store();
+        let created = store
+            .create(Some("ns"), gadget("g", 1, 7), &NoAdmission, false)
+            .await
+            .unwrap()
+            .object;
+        assert_eq!((created.status, created.metadata.generation), (0, 1));
+
+        let mut status_only = created.clone();
+        status_only.status = 5;
+        let updated = update(&store, status_only).await.unwrap();
+        assert_eq!(updated.status, 0, "the main resource does not write status");
+        assert_eq!(updated.metadata.generation, 1);
+
+        let mut spec_change = updated.clone();
+        spec_change.spec = 2;
+        let updated = update(&store, spec_change).await.unwrap();
+        assert_eq!((updated.spec, updated.metadata.generation), (2, 2));
+    }
+
+    #[tokio::test]
+    async fn status_update_writes_only_status() {
+        let store = store();
+        let status = store.status();
+        let created = store
+            .create(Some("ns"), gadget("g", 1, 0), &NoAdmission, false)
+            .await
+            .unwrap()
+            .object;
+        let mut change = created.clone();
+        change.spec = 9;
+        change.status = 3;
+        change.metadata.labels.insert("new".into(), "label".into());
+        change
+            .metadata
+            .annotations
+            .insert("new".into(), "note".into());
+        change.metadata.finalizers.push("example.com/f".into());
+        let updated = update(&status, change).await.unwrap();
+        assert_eq!((updated.spec, updated.status), (1, 3));
+        assert!(updated.metadata.labels.is_empty());
+        assert!(updated.metadata.annotations.is_empty());
+        assert!(updated.metadata.finalizers.is_empty());
+        assert_eq!(
+            updated.metadata.generation, 1,
+            "status does not bump generation"
+        );
+        assert_ne!(
+            updated.metadata.resource_version,
+            created.metadata.resource_version
+        );
+
+        // Optimistic concurrency applies as on the main resource.
+        let err = update(&status, created.clone()).await.unwrap_err();
+        assert_eq!(err.code, 409);
+        assert_eq!(
+            err.message,
+            format!(
+                "Operation cannot be fulfilled on gadgets.example.com \"g\": {OPTIMISTIC_LOCK_ERROR_MSG}"
+            )
+        );
+
+        // The subresource never creates.
+        let err = update(&status, gadget("missing", 1, 1)).await.unwrap_err();
+        assert_eq!((err.code, err.reason), (404, "NotFound"));
+    }
 }

@@ -23,6 +23,12 @@ pub trait Strategy<T: Resource>: Send + Sync + 'static {
         ErrorList::default()
     }
 
+    /// Validates an update through the `status` subresource, after the store has carried everything but status
+    /// over from the stored object (upstream's status strategy `ValidateUpdate`).
+    fn validate_status_update(&self, _new: &T, _old: &T) -> ErrorList {
+        ErrorList::default()
+    }
+
     /// Warnings returned to the client (`Warning` headers) for a valid create.
     fn warnings_on_create(&self, _object: &T) -> Vec<String> {
         Vec::new()
