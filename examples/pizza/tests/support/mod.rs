@@ -106,8 +106,9 @@ impl TestServer {
     /// credential at all).
     pub async fn client_with_token(&self, token: Option<&str>) -> kube::Client {
         let written = std::fs::read_to_string(&self.kubeconfig).expect("kubeconfig");
+        // The last `  user:` is the users entry (the context's `    user: <name>` comes first).
         let (head, _) = written
-            .split_once("  user:")
+            .rsplit_once("  user:")
             .expect("a user in the kubeconfig");
         let user = match token {
             Some(token) => format!("  user:\n    token: {token}\n"),
