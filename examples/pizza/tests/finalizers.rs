@@ -208,6 +208,23 @@ async fn delete_answers_as_upstream() {
     assert_eq!(status["details"]["kind"], "pizzas");
     assert_eq!(get(&server, "plain").await.0, 404);
 
+    // Pizzas have no graceful deletion: a grace period changes nothing, the delete is immediate.
+    pizza(&server, "graceful", &[]).await;
+    let (code, status) = call(
+        &server,
+        "DELETE",
+        &format!("{PIZZAS}/graceful?gracePeriodSeconds=30"),
+        None,
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        (code, &status["status"]),
+        (200, &json!("Success")),
+        "{status}"
+    );
+    assert_eq!(get(&server, "graceful").await.0, 404);
+
     // Finalizers: the object itself, marked; a second delete answers it unchanged.
     let created = pizza(&server, "kept", &[OVEN]).await;
     let (code, first) = call(
