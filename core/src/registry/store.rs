@@ -1584,8 +1584,21 @@ mod tests {
             err.message
         );
 
-        // Removing the last finalizer deletes it; the update answers the object.
+        // Removing the last finalizer deletes it; the update answers the object. A dry run deletes nothing.
         let emptied = with_finalizers(pending.clone(), &[]);
+        let dry = store
+            .update(
+                Some("ns"),
+                "g",
+                &Replace(emptied.clone()),
+                &NoAdmission,
+                false,
+                true,
+            )
+            .await
+            .unwrap();
+        assert!(dry.object.metadata.finalizers.is_empty());
+        assert_eq!(get(&store, "g").await.unwrap(), pending);
         let answer = update(&store, emptied).await.unwrap();
         assert!(answer.metadata.finalizers.is_empty());
         assert_eq!(get(&store, "g").await.unwrap_err().code, 404);
