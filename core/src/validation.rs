@@ -141,6 +141,14 @@ macro_rules! bare_value {
 
 bare_value!(i8, i16, i32, i64, u8, u16, u32, u64, usize, bool, f32, f64);
 
+/// An optional value is a Go pointer: `null` when unset, else the value it points to.
+impl<T: FieldValue> FieldValue for Option<T> {
+    fn render(&self) -> String {
+        self.as_ref()
+            .map_or_else(|| "null".to_string(), |v| v.render())
+    }
+}
+
 impl<T: FieldValue + ?Sized> FieldValue for &T {
     fn render(&self) -> String {
         (**self).render()

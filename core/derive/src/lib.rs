@@ -137,6 +137,8 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
                 categories.push(string(&meta)?);
             } else if meta.path.is_ident("subresource") {
                 subresources.push(string(&meta)?);
+            } else if meta.path.is_ident("status") {
+                subresources.push("status".to_string());
             } else if meta.path.is_ident("selectable_field") {
                 let lit = meta.value()?.parse::<LitStr>()?;
                 selectable.push((lit.value(), lit.span()));
@@ -176,7 +178,7 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
             } else {
                 return Err(meta.error(
                     "unknown resource attribute; expected group, kind, plural, singular, namespaced, shortname, \
-                     category, subresource, selectable_field or printcolumn",
+                     category, subresource, status, selectable_field or printcolumn",
                 ));
             }
             Ok(())
@@ -222,6 +224,27 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
         })
         .collect::<Vec<_>>();
     let selectable_paths = selectable.iter().map(|(p, _)| p);
+    let mut seen = std::collections::HashSet::new();
+    subresources.retain(|s| seen.insert(s.clone()));
+    let copy_status = if subresources.iter().any(|s| s == "status") {
+        if !fields
+            .named
+            .iter()
+            .any(|f| f.ident.as_ref().is_some_and(|i| i == "status"))
+        {
+            return Err(syn::Error::new(
+                input.ident.span(),
+                "a `status` subresource needs a `status` field",
+            ));
+        }
+        quote! {
+            fn copy_status_from(&mut self, other: &Self) {
+                self.status = ::std::clone::Clone::clone(&other.status);
+            }
+        }
+    } else {
+        quote!()
+    };
     let name = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     Ok(quote! {
@@ -244,6 +267,8 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
             fn metadata_mut(&mut self) -> &mut ::apiserver::meta::ObjectMeta {
                 &mut self.metadata
             }
+
+            #copy_status
 
             fn selectable_field(&self, path: &str) -> ::std::option::Option<::std::string::String> {
                 match path {

@@ -18,8 +18,8 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use crate::codec::parse_accept;
 use crate::meta::{
     APIGroup, APIGroupDiscovery, APIGroupDiscoveryList, APIGroupList, APIResource,
-    APIResourceDiscovery, APIResourceList, APIVersionDiscovery, APIVersions,
-    DISCOVERY_FRESHNESS_CURRENT, GroupVersionForDiscovery, ObjectMeta, SCOPE_CLUSTER,
+    APIResourceDiscovery, APIResourceList, APISubresourceDiscovery, APIVersionDiscovery,
+    APIVersions, DISCOVERY_FRESHNESS_CURRENT, GroupVersionForDiscovery, ObjectMeta, SCOPE_CLUSTER,
     SCOPE_NAMESPACE, Verbs,
 };
 use crate::runtime::KindDescription;
@@ -38,6 +38,9 @@ pub const RESOURCE_VERBS: [&str; 8] = [
     "update",
     "watch",
 ];
+
+/// The verbs of the `status` subresource, in upstream's order.
+pub const STATUS_VERBS: [&str; 3] = ["get", "patch", "update"];
 
 /// The media type parameters of aggregated discovery.
 const AGGREGATED_GROUP: &str = "apidiscovery.k8s.io";
@@ -161,7 +164,7 @@ impl Discovery {
         };
         json_response(&APIResourceList {
             group_version: format!("{group}/{version}"),
-            resources: kinds.iter().map(api_resource).collect(),
+            resources: kinds.iter().flat_map(api_resources).collect(),
         })
     }
 
@@ -219,6 +222,28 @@ fn api_group(group: &Group) -> APIGroup {
     }
 }
 
+/// A kind's resource and then its subresources (`pizzas/status`), as upstream lists them.
+fn api_resources(kind: &KindDescription) -> Vec<APIResource> {
+    let mut resources = vec![api_resource(kind)];
+    for subresource in kind.subresources.iter().filter(|s| **s == "status") {
+        resources.push(APIResource {
+            name: format!("{}/{subresource}", kind.plural),
+            singular_name: String::new(),
+            namespaced: kind.namespaced,
+            group: String::new(),
+            version: String::new(),
+            kind: kind.kind.to_string(),
+            verbs: Verbs {
+                items: STATUS_VERBS.iter().map(|v| v.to_string()).collect(),
+            },
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            storage_version_hash: String::new(),
+        });
+    }
+    resources
+}
+
 fn api_resource(kind: &KindDescription) -> APIResource {
     APIResource {
         name: kind.plural.to_string(),
@@ -254,7 +279,21 @@ fn resource_discovery(kind: &KindDescription, version: &str) -> APIResourceDisco
         verbs: RESOURCE_VERBS.iter().map(|v| v.to_string()).collect(),
         short_names: kind.short_names.iter().map(|s| s.to_string()).collect(),
         categories: kind.categories.iter().map(|s| s.to_string()).collect(),
-        subresources: Vec::new(),
+        subresources: kind
+            .subresources
+            .iter()
+            .filter(|s| **s == "status")
+            .map(|subresource| APISubresourceDiscovery {
+                subresource: subresource.to_string(),
+                response_kind: Some(crate::meta::GroupVersionKind {
+                    group: kind.group.to_string(),
+                    version: version.to_string(),
+                    kind: kind.kind.to_string(),
+                }),
+                accepted_types: Vec::new(),
+                verbs: STATUS_VERBS.iter().map(|v| v.to_string()).collect(),
+            })
+            .collect(),
     }
 }
 

@@ -105,6 +105,17 @@ impl Api {
         if !self.resources.contains_key(&key) {
             self.order.push(key.clone());
         }
+        if T::has_status_subresource() {
+            let status = Endpoint {
+                store: store.status(),
+                admission: self.admission.clone(),
+                frames: Arc::default(),
+            };
+            self.resources.insert(
+                (T::GROUP.to_string(), format!("{}/status", T::PLURAL)),
+                Arc::new(status),
+            );
+        }
         let endpoint = Endpoint {
             store,
             admission: self.admission.clone(),
@@ -142,10 +153,21 @@ impl Api {
         let Some(info) = parts.extensions.get::<RequestInfo>().cloned() else {
             return not_found();
         };
-        if !info.is_resource_request || !info.subresource.is_empty() {
+        if !info.is_resource_request {
             return not_found();
         }
-        let key = (info.api_group.clone(), info.resource.clone());
+        let subresource = !info.subresource.is_empty();
+        if subresource && info.parts.len() != 3 {
+            return not_found();
+        }
+        let key = if subresource {
+            (
+                info.api_group.clone(),
+                format!("{}/{}", info.resource, info.subresource),
+            )
+        } else {
+            (info.api_group.clone(), info.resource.clone())
+        };
         let Some(endpoint) = self.resources.get(&key) else {
             return not_found();
         };
@@ -158,6 +180,10 @@ impl Api {
             Err(NoRoute::NotFound) => return not_found(),
             Err(NoRoute::MethodNotAllowed) => return method_not_allowed(),
         };
+        // A subresource (`status`) answers get, update and patch of one object, as upstream's status REST.
+        if subresource && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+            return method_not_allowed();
+        }
         let context = Context {
             user: parts
                 .extensions

@@ -1,5 +1,6 @@
-//! DELETE of one object (a `Status` of success) and of a collection (the list of what was deleted). Deletion is
-//! immediate: graceful deletion and finalizers come with the next milestone.
+//! DELETE of one object and of a collection (upstream `handlers/delete.go`). A removed object is answered with a
+//! `Status` of success; one left in place (finalizers pending, a graceful deletion under way) with the object
+//! itself, 200, or 202 when the request set `orphanDependents: false`, as upstream.
 
 use axum::body::Body;
 use axum::response::Response;
@@ -8,6 +9,7 @@ use http::StatusCode;
 
 use super::api::Endpoint;
 use super::context::{Context, codec_error};
+use super::get::render_object;
 use super::list::{list_request, render_list};
 use super::output::{Output, encode_document, finish, respond};
 use super::params::{ListParams, options_invalid};
@@ -15,7 +17,7 @@ use super::update::attributes;
 use crate::admission::Operation;
 use crate::codec::{self, MediaType};
 use crate::meta::{DRY_RUN_ALL, DeleteOptions, Status, StatusDetails};
-use crate::registry::{ApiError, DeletePreconditions, ObjectList};
+use crate::registry::{ApiError, DeletePreconditions, DeleteRequest, Deletion, ObjectList};
 use crate::runtime::Resource;
 use crate::validation::{ErrorList, FieldError, Path};
 
@@ -26,37 +28,48 @@ pub(super) async fn delete<T: Resource>(
 ) -> Response {
     let result = async {
         let output = Output::negotiate(&context, false)?;
-        let options = delete_options(&context, body).await?;
-        let attributes = attributes::<T>(&context, Operation::Delete, options.dry_run);
-        let deleted = endpoint
+        let request = delete_options(&context, body).await?;
+        let attributes = attributes::<T>(&context, Operation::Delete, request.dry_run);
+        let deletion = endpoint
             .store
             .delete(
                 context.namespace(),
                 context.name(),
-                &options.preconditions,
+                &request,
                 &endpoint.admission.validating(&attributes),
-                options.dry_run,
             )
             .await?;
-        let status = Status {
-            details: Some(StatusDetails {
-                name: deleted.metadata().name.clone(),
-                group: T::GROUP.to_string(),
-                kind: T::PLURAL.to_string(),
-                uid: deleted.metadata().uid.clone(),
-                ..StatusDetails::default()
-            }),
-            ..Status::success()
+        // Upstream: 202 only when the object stays and the client asked for cascading with orphanDependents=false.
+        let code = if !deletion.deleted() && request.orphan_dependents == Some(false) {
+            StatusCode::ACCEPTED
+        } else {
+            StatusCode::OK
         };
-        let body = encode_document(&status, "v1", "Status", output.media_type, output.pretty)?;
-        Ok(respond(StatusCode::OK, output.media_type, body))
+        match deletion {
+            Deletion::Pending(object) => render_object(endpoint, &context, output, code, &object),
+            Deletion::Deleted(object) | Deletion::AlreadyPending(object) => {
+                let status = Status {
+                    details: Some(StatusDetails {
+                        name: object.metadata().name.clone(),
+                        group: T::GROUP.to_string(),
+                        kind: T::PLURAL.to_string(),
+                        uid: object.metadata().uid.clone(),
+                        ..StatusDetails::default()
+                    }),
+                    ..Status::success()
+                };
+                let body =
+                    encode_document(&status, "v1", "Status", output.media_type, output.pretty)?;
+                Ok(respond(code, output.media_type, body))
+            }
+        }
     }
     .await;
     finish(&context, result)
 }
 
-/// Deletes every object the selectors match, one by one (not atomic, as upstream), and answers the list of
-/// deleted objects.
+/// Deletes every object the selectors match, one by one with the same options (not atomic, as upstream), and
+/// answers the list of objects as each delete left them.
 pub(super) async fn delete_collection<T: Resource>(
     endpoint: &Endpoint<T>,
     context: Context,
@@ -64,19 +77,22 @@ pub(super) async fn delete_collection<T: Resource>(
 ) -> Response {
     let result = async {
         let output = Output::negotiate(&context, false)?;
-        let options = delete_options(&context, body).await?;
+        let request = delete_options(&context, body).await?;
         let mut params = ListParams::parse(&context.params)?;
         params.limit = 0;
         params.continue_token = None;
-        let request = list_request::<T>(params, &context)?;
-        let list = endpoint.store.list(context.namespace(), &request).await?;
+        let list_options = list_request::<T>(params, &context)?;
+        let list = endpoint
+            .store
+            .list(context.namespace(), &list_options)
+            .await?;
         let mut deleted = ObjectList {
             metadata: list.metadata.clone(),
             items: Vec::new(),
         };
         for object in list.items {
             let meta = object.metadata();
-            let mut attributes = attributes::<T>(&context, Operation::Delete, options.dry_run);
+            let mut attributes = attributes::<T>(&context, Operation::Delete, request.dry_run);
             attributes.name = meta.name.clone();
             let namespace = Some(meta.namespace.as_str()).filter(|ns| !ns.is_empty());
             match endpoint
@@ -84,13 +100,12 @@ pub(super) async fn delete_collection<T: Resource>(
                 .delete(
                     namespace,
                     &meta.name,
-                    &options.preconditions,
+                    &request,
                     &endpoint.admission.validating(&attributes),
-                    options.dry_run,
                 )
                 .await
             {
-                Ok(object) => deleted.items.push(object),
+                Ok(deletion) => deleted.items.push(deletion.object().clone()),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }
@@ -101,12 +116,7 @@ pub(super) async fn delete_collection<T: Resource>(
     finish(&context, result)
 }
 
-/// What a delete request asks: from the body's `DeleteOptions` and the query.
-struct DeleteRequest {
-    preconditions: DeletePreconditions,
-    dry_run: bool,
-}
-
+/// What a delete request asks: the body's `DeleteOptions` with the query's parameters over it.
 async fn delete_options(context: &Context, body: Body) -> Result<DeleteRequest, ApiError> {
     let body = context.read_body(body).await?;
     let mut options = decode_delete_options(context, &body)?;
@@ -160,6 +170,9 @@ async fn delete_options(context: &Context, body: Body) -> Result<DeleteRequest, 
             uid: preconditions.uid,
             resource_version: preconditions.resource_version,
         },
+        grace_period_seconds: options.grace_period_seconds,
+        orphan_dependents: options.orphan_dependents,
+        propagation_policy: options.propagation_policy,
         dry_run: query_dry_run || !options.dry_run.is_empty(),
     })
 }

@@ -64,14 +64,16 @@ pub(super) fn attributes<T: Resource>(
     operation: Operation,
     dry_run: bool,
 ) -> Attributes {
-    Attributes::new::<T>(
+    let mut attributes = Attributes::new::<T>(
         operation,
         context.version(),
         context.namespace().unwrap_or_default(),
         context.name(),
         dry_run,
         context.user.clone(),
-    )
+    );
+    attributes.subresource = context.info.subresource.clone();
+    attributes
 }
 
 /// Runs mutating admission on an object as it is about to replace `current` (a create when there is none).

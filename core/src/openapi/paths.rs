@@ -430,8 +430,17 @@ pub(super) fn add(
     );
     paths.insert(
         format!("{collection_path}/{{name}}"),
-        json!({ "get": read, "put": replace, "patch": patch, "delete": delete, "parameters": object_params }),
+        json!({ "get": read, "put": replace, "patch": patch, "delete": delete, "parameters": object_params.clone() }),
     );
+    if kind.subresources.contains(&"status") {
+        add_status(
+            paths,
+            &r,
+            &format!("{collection_path}/{{name}}/status"),
+            &object,
+            object_params,
+        );
+    }
 
     // Namespaced kinds are also listed across namespaces.
     if kind.namespaced {
@@ -451,4 +460,60 @@ pub(super) fn add(
             json!({ "get": all, "parameters": [pretty] }),
         );
     }
+}
+
+/// The `status` subresource of one object: read, replace, patch (upstream's `...Status` operations).
+fn add_status(
+    paths: &mut Map<String, Value>,
+    r: &Resource<'_>,
+    path: &str,
+    object: &str,
+    parameters: Vec<Value>,
+) {
+    let (id, k) = (&r.id, r.kind.kind);
+    let id_kind = format!("{}{k}Status", r.scope);
+    let read = r.operation(
+        format!("read{id}{id_kind}"),
+        "get",
+        format!("read status of the specified {k}"),
+        object,
+        &["200"],
+        &OBJECT_MEDIA_TYPES,
+    );
+    let replace = r.with_body(
+        Resource::with_parameters(
+            r.operation(
+                format!("replace{id}{id_kind}"),
+                "put",
+                format!("replace status of the specified {k}"),
+                object,
+                &["200", "201"],
+                &OBJECT_MEDIA_TYPES,
+            ),
+            r.query(&WRITE_PARAMETERS),
+        ),
+        object,
+        &OBJECT_MEDIA_TYPES,
+        true,
+    );
+    let patch = r.with_body(
+        Resource::with_parameters(
+            r.operation(
+                format!("patch{id}{id_kind}"),
+                "patch",
+                format!("partially update status of the specified {k}"),
+                object,
+                &["200", "201"],
+                &OBJECT_MEDIA_TYPES,
+            ),
+            r.query(&WRITE_PARAMETERS),
+        ),
+        PATCH,
+        &PATCH_MEDIA_TYPES,
+        true,
+    );
+    paths.insert(
+        path.to_string(),
+        json!({ "get": read, "put": replace, "patch": patch, "parameters": parameters }),
+    );
 }

@@ -11,7 +11,8 @@ pub use object_meta::{
     generate_name, validate_field_manager, validate_object_meta, validate_object_meta_update,
 };
 pub use store::{
-    AdmissionCheck, DeletePreconditions, ListRequest, MAX_OBJECT_BYTES, NoAdmission, ObjectList,
-    Replace, Store, UpdatedObject, WatchItem, WatchItems, Written, attrs_of,
+    AdmissionCheck, DeletePreconditions, DeleteRequest, Deletion, FINALIZER_DELETE_DEPENDENTS,
+    FINALIZER_ORPHAN_DEPENDENTS, ListRequest, MAX_OBJECT_BYTES, NoAdmission, ObjectList, Replace,
+    Store, UpdatedObject, WatchItem, WatchItems, Written, attrs_of,
 };
-pub use strategy::{DefaultStrategy, Strategy};
+pub use strategy::{DefaultStrategy, GarbageCollectionPolicy, Strategy};

@@ -318,6 +318,13 @@ pub fn validate_object_meta_update(
 ) -> ErrorList {
     let path = Path::new("metadata");
     let mut errors = ErrorList::default();
+    if old.deletion_timestamp.is_some() {
+        errors.extend(validate_no_new_finalizers(
+            &new.finalizers,
+            &old.finalizers,
+            path.child("finalizers"),
+        ));
+    }
     if !namespaced && !new.namespace.is_empty() {
         errors.push(FieldError::forbidden(
             path.child("namespace"),
@@ -358,7 +365,7 @@ pub fn validate_object_meta_update(
             "field is immutable",
         ));
     }
-    if old.deletion_timestamp.is_some() && new.deletion_timestamp != old.deletion_timestamp {
+    if new.deletion_timestamp != old.deletion_timestamp {
         let shown = new
             .deletion_timestamp
             .map(|t| t.to_rfc3339())
@@ -369,7 +376,34 @@ pub fn validate_object_meta_update(
             "field is immutable; may only be changed via deletion",
         ));
     }
+    if new.deletion_grace_period_seconds != old.deletion_grace_period_seconds {
+        errors.push(FieldError::invalid(
+            path.child("deletionGracePeriodSeconds"),
+            &new.deletion_grace_period_seconds,
+            "field is immutable",
+        ));
+    }
     errors.extend(validate_mutable_meta(new));
+    errors
+}
+
+/// Upstream `ValidateNoNewFinalizers`: once an object is being deleted, finalizers may only be removed.
+fn validate_no_new_finalizers(new: &[String], old: &[String], path: Path) -> ErrorList {
+    let mut extra: Vec<&String> = new.iter().filter(|f| !old.contains(f)).collect();
+    extra.sort();
+    extra.dedup();
+    let mut errors = ErrorList::default();
+    if !extra.is_empty() {
+        // Go's `%#v` of a []string.
+        let listed: Vec<String> = extra.iter().map(|f| format!("{f:?}")).collect();
+        errors.push(FieldError::forbidden(
+            path,
+            &format!(
+                "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                listed.join(", ")
+            ),
+        ));
+    }
     errors
 }
 

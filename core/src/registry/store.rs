@@ -19,7 +19,8 @@ use super::object_meta::{
     MAX_NAME_GENERATION_ATTEMPTS, fill_system_fields, generate_name, validate_object_meta,
     validate_object_meta_update, wipe_system_fields,
 };
-use super::{ApiError, OPTIMISTIC_LOCK_ERROR_MSG, Strategy};
+use super::{ApiError, GarbageCollectionPolicy, OPTIMISTIC_LOCK_ERROR_MSG, Strategy};
+use crate::meta::{DeleteOptions, Time};
 use crate::validation::{FieldError, Path};
 
 /// The largest object the store writes: etcd's default request limit (`--max-request-bytes`, 1.5 MiB), so that
@@ -119,6 +120,8 @@ pub struct Store<T: Resource> {
     strategy: Arc<dyn Strategy<T>>,
     keys: ResourceKeys,
     storage_format: MediaType,
+    /// This store serves the `status` subresource: updates write only status (see [`Store::status`]).
+    status_only: bool,
 }
 
 impl<T: Resource> Clone for Store<T> {
@@ -129,6 +132,7 @@ impl<T: Resource> Clone for Store<T> {
             strategy: self.strategy.clone(),
             keys: self.keys.clone(),
             storage_format: self.storage_format,
+            status_only: self.status_only,
         }
     }
 }
@@ -148,7 +152,23 @@ impl<T: Resource> Store<T> {
             strategy,
             keys: ResourceKeys::new(prefix, T::PLURAL)?,
             storage_format,
+            status_only: false,
         })
+    }
+
+    /// The same objects as served by the `status` subresource (upstream's second `Store` with a status strategy):
+    /// an update keeps everything of the stored object but its status (and managed fields), validates with
+    /// [`Strategy::validate_status_update`], never creates, and leaves `metadata.generation` alone.
+    pub fn status(&self) -> Store<T> {
+        Store {
+            status_only: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether this store serves the `status` subresource.
+    pub fn is_status(&self) -> bool {
+        self.status_only
     }
 
     /// A store whose reads and watches are served from a [`WatchCache`](crate::storage::cache::WatchCache) of
@@ -256,8 +276,9 @@ impl<T: Resource> Store<T> {
         Ok(())
     }
 
-    /// Everything but metadata and status, in the storage version: a change to it bumps `metadata.generation`
-    /// (what upstream strategies do by comparing `spec`, done once here for every type).
+    /// Everything but metadata (and status, for a type with a status subresource), in the storage version: a change
+    /// to it bumps `metadata.generation` (what upstream strategies do by comparing `spec`, and the CRD strategy by
+    /// comparing everything but metadata and, with the subresource, status; done once here for every type).
     fn desired_state(&self, object: &T) -> Result<serde_json::Value, ApiError> {
         let json = self
             .codec
@@ -266,8 +287,11 @@ impl<T: Resource> Store<T> {
         let mut value: serde_json::Value =
             serde_json::from_slice(&json).map_err(ApiError::internal)?;
         if let Some(map) = value.as_object_mut() {
-            for field in ["metadata", "status", "apiVersion", "kind"] {
+            for field in ["metadata", "apiVersion", "kind"] {
                 map.remove(field);
+            }
+            if T::has_status_subresource() {
+                map.remove("status");
             }
         }
         Ok(value)
@@ -284,6 +308,10 @@ impl<T: Resource> Store<T> {
         meta.deletion_timestamp = None;
         meta.deletion_grace_period_seconds = None;
         meta.generation = 1;
+        if T::has_status_subresource() {
+            // Status is the status subresource's to write (upstream's CRD strategy clears it on create).
+            object.copy_status_from(&T::default());
+        }
         self.strategy.prepare_for_create(object);
         let meta = object.metadata_mut();
         if meta.name.is_empty() && !meta.generate_name.is_empty() {
@@ -311,6 +339,12 @@ impl<T: Resource> Store<T> {
         namespace: Option<&str>,
     ) -> Result<Vec<String>, ApiError> {
         Self::reconcile_namespace(object, namespace)?;
+        if self.status_only {
+            return self.before_status_update(object, old);
+        }
+        if T::has_status_subresource() {
+            object.copy_status_from(old);
+        }
         let old_meta = old.metadata();
         let meta = object.metadata_mut();
         meta.generation = old_meta.generation;
@@ -341,6 +375,28 @@ impl<T: Resource> Store<T> {
         let warnings = self.strategy.warnings_on_update(object, old);
         self.strategy.canonicalize(object);
         Ok(warnings)
+    }
+
+    /// An update through the `status` subresource (upstream's CRD status strategy): the stored object with the
+    /// new status and managed fields; every other change (spec, labels, annotations, finalizers) is dropped.
+    fn before_status_update(&self, object: &mut T, old: &T) -> Result<Vec<String>, ApiError> {
+        let mut merged = old.clone();
+        merged.copy_status_from(object);
+        merged.metadata_mut().managed_fields =
+            std::mem::take(&mut object.metadata_mut().managed_fields);
+        *object = merged;
+        let mut errors =
+            validate_object_meta_update(object.metadata(), old.metadata(), T::namespaced());
+        errors.extend(self.strategy.validate_status_update(object, old));
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(
+                &Self::kind(),
+                &object.metadata().name,
+                &errors,
+            ));
+        }
+        self.strategy.canonicalize(object);
+        Ok(Vec::new())
     }
 
     /// Creates an object (upstream `Store.Create`); with `dry_run` everything runs but the write.
@@ -442,8 +498,15 @@ impl<T: Resource> Store<T> {
         let key = self.key(namespace, name)?;
         let outcome: Mutex<(bool, Vec<String>, Option<T>)> = Mutex::new((false, Vec::new(), None));
         let outcome_ref = &outcome;
+        // The last try emptied the finalizers of an object being deleted: the object and its revision.
+        let emptied: Mutex<Option<(T, u64)>> = Mutex::new(None);
+        let emptied_ref = &emptied;
         let key_ref = &key;
         let mut try_update = |current: Option<StoredObject>| async move {
+            let revision = current.as_ref().map(|c| c.revision);
+            if let Ok(mut slot) = emptied_ref.lock() {
+                *slot = None;
+            }
             let run = async {
                 let existing = current.as_ref().map(|c| self.decode(c)).transpose()?;
                 let mut object = updated.updated(existing.as_ref()).await?;
@@ -458,7 +521,9 @@ impl<T: Resource> Store<T> {
                 }
                 let (created, warnings) = match &existing {
                     None => {
-                        if !self.strategy.allow_create_on_update() && !force_allow_create {
+                        if self.status_only
+                            || (!self.strategy.allow_create_on_update() && !force_allow_create)
+                        {
                             return Err(ApiError::not_found(&Self::resource(), name));
                         }
                         wipe_system_fields(object.metadata_mut());
@@ -492,6 +557,15 @@ impl<T: Resource> Store<T> {
                         }
                         let warnings = self.before_update(&mut object, old, namespace)?;
                         admission.validate_update(&object, old).await?;
+                        if should_delete_during_update(&object, old) {
+                            if let Ok(mut slot) = emptied_ref.lock() {
+                                *slot = Some((object, revision.unwrap_or_default()));
+                            }
+                            if let Ok(mut slot) = outcome_ref.lock() {
+                                *slot = (false, warnings, None);
+                            }
+                            return Err(ApiError::internal("emptied finalizers"));
+                        }
                         (false, warnings)
                     }
                 };
@@ -520,9 +594,11 @@ impl<T: Resource> Store<T> {
                 Err(e) => return Err(ApiError::from_storage(e, &Self::resource(), name)),
             };
             let current_revision = current.as_ref().map(|c| c.revision);
-            try_update(current)
-                .await
-                .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
+            let tried = try_update(current).await;
+            if let Some(written) = self.emptied(&emptied, outcome_ref, None).await? {
+                return Ok(written);
+            }
+            tried.map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
             let (created, warnings, object) = take(outcome)?;
             let mut object =
                 object.ok_or_else(|| ApiError::internal("update produced no object"))?;
@@ -535,11 +611,17 @@ impl<T: Resource> Store<T> {
                 warnings,
             });
         }
-        let stored = self
+        let updated = self
             .storage
             .guaranteed_update(&key, true, None, &mut try_update, None)
-            .await
-            .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
+            .await;
+        if let Some(written) = self
+            .emptied(&emptied, outcome_ref, Some((&key, name)))
+            .await?
+        {
+            return Ok(written);
+        }
+        let stored = updated.map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
         let (created, warnings, _) = take(outcome)?;
         Ok(Written {
             object: self.decode(&stored)?,
@@ -548,16 +630,61 @@ impl<T: Resource> Store<T> {
         })
     }
 
-    /// Deletes an object at once (finalizers and graceful deletion come with the next milestone), checking
-    /// preconditions and validating admission against the current object.
+    /// Completes an update that emptied the finalizers of an object being deleted by deleting it (upstream
+    /// `deleteWithoutFinalizers`; `target` is `None` in a dry run). The answer is the updated object, as upstream
+    /// answers a PUT or PATCH that ends in a delete. `None` when the update did not empty finalizers.
+    async fn emptied(
+        &self,
+        emptied: &Mutex<Option<(T, u64)>>,
+        outcome: &Mutex<(bool, Vec<String>, Option<T>)>,
+        target: Option<(&str, &str)>,
+    ) -> Result<Option<Written<T>>, ApiError> {
+        let Some((object, revision)) = emptied.lock().ok().and_then(|mut slot| slot.take()) else {
+            return Ok(None);
+        };
+        let warnings = outcome
+            .lock()
+            .map(|slot| slot.1.clone())
+            .unwrap_or_default();
+        if let Some((key, name)) = target {
+            // Conditional on the state the update saw: a finalizer added meanwhile keeps the object.
+            let preconditions = Preconditions::new().with_resource_version(revision);
+            match self
+                .storage
+                .delete(key, Some(&preconditions), &mut storage::AllowDeletion, None)
+                .await
+            {
+                Ok(_) => {}
+                // Several updates may race to remove the last finalizer.
+                Err(e) if e.is_not_found() => {}
+                Err(StorageError::InvalidObj { .. }) => {
+                    return Err(ApiError::conflict(
+                        &Self::resource(),
+                        name,
+                        OPTIMISTIC_LOCK_ERROR_MSG,
+                    ));
+                }
+                Err(e) => return Err(ApiError::from_storage(e, &Self::resource(), name)),
+            }
+        }
+        Ok(Some(Written {
+            object,
+            created: false,
+            warnings,
+        }))
+    }
+
+    /// Deletes an object (upstream `Store.Delete`): checks preconditions, then either removes it, or, when it has
+    /// finalizers, the delete asks for garbage collection finalizers, or the strategy deletes gracefully, marks it
+    /// as being deleted (`deletionTimestamp`) and leaves it until its finalizers are gone. Validating admission
+    /// sees the stored object; with `dry_run` everything runs but the writes.
     pub async fn delete(
         &self,
         namespace: Option<&str>,
         name: &str,
-        preconditions: &DeletePreconditions,
+        request: &DeleteRequest,
         admission: &dyn AdmissionCheck<T>,
-        dry_run: bool,
-    ) -> Result<T, ApiError> {
+    ) -> Result<Deletion<T>, ApiError> {
         let key = self.key(namespace, name)?;
         let resource = Self::resource();
         let current = self
@@ -566,11 +693,89 @@ impl<T: Resource> Store<T> {
             .await
             .map_err(|e| ApiError::from_storage(e, &resource, name))?;
         let object = self.decode(&current)?;
-        preconditions.check(&object, name)?;
-        if dry_run {
-            admission.validate_delete(&object).await?;
-            return Ok(object);
+        let mut grace = request.grace_period_seconds;
+        let (graceful, pending_graceful) =
+            self.before_delete(&mut object.clone(), name, request, &mut grace)?;
+        // Finalizers cannot be changed through DeleteOptions once a graceful deletion is pending.
+        if pending_graceful {
+            return Ok(Deletion::AlreadyPending(object));
         }
+        let pending_finalizers = !object.metadata().finalizers.is_empty();
+        let gc_update = self.gc_finalizers(&object, request).is_some();
+        let mut storage_preconditions = self.storage_preconditions(&request.preconditions)?;
+        let mut last_existing = None;
+        if graceful || pending_finalizers || gc_update {
+            match self
+                .update_for_deletion(
+                    &key,
+                    name,
+                    request,
+                    admission,
+                    &storage_preconditions,
+                    current.clone(),
+                    &object,
+                )
+                .await?
+            {
+                DeletionUpdate::Pending(object) => return Ok(Deletion::Pending(object)),
+                DeletionUpdate::AlreadyPending(object) => {
+                    return Ok(Deletion::AlreadyPending(object));
+                }
+                DeletionUpdate::DeleteNow => {}
+                DeletionUpdate::GraceExpired(updated) => {
+                    if request.dry_run {
+                        return Ok(Deletion::Deleted(updated));
+                    }
+                    // The update moved the object on: the delete is conditional on that state.
+                    if request.preconditions.resource_version.is_some() {
+                        storage_preconditions.resource_version =
+                            updated.metadata().resource_version.parse().ok();
+                    }
+                    last_existing = Some(updated);
+                }
+            }
+        }
+        if request.dry_run {
+            admission.validate_delete(&object).await?;
+            return Ok(Deletion::Deleted(object));
+        }
+        let mut validate = |current: StoredObject| async move {
+            let object = self.decode(&current).map_err(ApiError::into_storage)?;
+            admission
+                .validate_delete(&object)
+                .await
+                .map_err(ApiError::into_storage)
+        };
+        match self
+            .storage
+            .delete(
+                &key,
+                Some(&storage_preconditions),
+                &mut validate,
+                Some(current),
+            )
+            .await
+        {
+            Ok(deleted) => Ok(Deletion::Deleted(self.decode(&deleted)?)),
+            // A graceless delete raced with another: the object is gone either way.
+            Err(e) if e.is_not_found() && last_existing.is_some() => {
+                Ok(Deletion::Deleted(last_existing.unwrap_or(object)))
+            }
+            Err(StorageError::InvalidObj { .. }) => Err(preconditions_conflict(
+                &precondition_resource::<T>(),
+                name,
+                &request.preconditions,
+                &object,
+            )),
+            Err(other) => Err(ApiError::from_storage(other, &resource, name)),
+        }
+    }
+
+    /// The storage preconditions of a delete.
+    fn storage_preconditions(
+        &self,
+        preconditions: &DeletePreconditions,
+    ) -> Result<Preconditions, ApiError> {
         let mut storage_preconditions = Preconditions::new();
         if let Some(rv) = &preconditions.resource_version {
             let rv = rv.parse::<u64>().map_err(|_| {
@@ -590,29 +795,229 @@ impl<T: Resource> Store<T> {
                 }),
             );
         }
-        let mut validate = |current: StoredObject| async move {
-            let object = self.decode(&current).map_err(ApiError::into_storage)?;
-            admission
-                .validate_delete(&object)
-                .await
-                .map_err(ApiError::into_storage)
-        };
-        let deleted = self
-            .storage
-            .delete(
-                &key,
-                Some(&storage_preconditions),
-                &mut validate,
-                Some(current),
-            )
-            .await
-            .map_err(|e| match e {
-                StorageError::InvalidObj { .. } => {
-                    preconditions_conflict(&resource, name, preconditions, &object)
+        Ok(storage_preconditions)
+    }
+
+    /// Upstream `rest.BeforeDelete`: checks the preconditions, then says whether this delete is graceful (and
+    /// marks `object` so: deletionTimestamp in the future, deletionGracePeriodSeconds, generation + 1) or a
+    /// graceful deletion is already pending. `grace` is the requested period, updated as upstream updates
+    /// `options.GracePeriodSeconds`.
+    fn before_delete(
+        &self,
+        object: &mut T,
+        name: &str,
+        request: &DeleteRequest,
+        grace: &mut Option<i64>,
+    ) -> Result<(bool, bool), ApiError> {
+        request.preconditions.check(object, name)?;
+        // Negative values are treated as 1 s on the delete path.
+        if grace.is_some_and(|g| g < 0) {
+            *grace = Some(1);
+        }
+        let meta = object.metadata_mut();
+        if meta.deletion_grace_period_seconds.is_some_and(|g| g < 0) {
+            meta.deletion_grace_period_seconds = Some(1);
+        }
+        if !self.strategy.graceful_delete_supported() {
+            return Ok((false, false));
+        }
+        if let Some(timestamp) = meta.deletion_timestamp {
+            // Already being deleted: only a shorter grace period changes anything; a stored grace of 0 (or none)
+            // means the delete itself failed before, so it is retried at once.
+            let current = match meta.deletion_grace_period_seconds {
+                None | Some(0) => return Ok((false, false)),
+                Some(current) => current,
+            };
+            let Some(mut period) = *grace else {
+                *grace = Some(current);
+                return Ok((false, true));
+            };
+            if period >= current {
+                return Ok((false, true));
+            }
+            let mut shortened = Time(
+                timestamp.0 - chrono::Duration::seconds(current)
+                    + chrono::Duration::seconds(period),
+            );
+            let now = Time::now();
+            if shortened < now {
+                shortened = now;
+                if period != 0 {
+                    period = 1;
                 }
-                other => ApiError::from_storage(other, &resource, name),
-            })?;
-        self.decode(&deleted)
+            }
+            meta.deletion_timestamp = Some(shortened);
+            meta.deletion_grace_period_seconds = Some(period);
+            return Ok((true, false));
+        }
+        if !self.strategy.check_graceful_delete(object, grace) {
+            return Ok((false, false));
+        }
+        let Some(period) = *grace else {
+            return Err(ApiError::internal(
+                "options.GracePeriodSeconds should not be nil",
+            ));
+        };
+        let meta = object.metadata_mut();
+        meta.deletion_timestamp = Some(Time::from(
+            chrono::Utc::now() + chrono::Duration::seconds(period),
+        ));
+        meta.deletion_grace_period_seconds = Some(period);
+        if meta.generation > 0 {
+            meta.generation += 1;
+        }
+        Ok((true, false))
+    }
+
+    /// Upstream `deletionFinalizersForGarbageCollection`: the finalizers the object should have for the garbage
+    /// collector (`orphan`, `foregroundDeletion`) after this delete, or `None` when they are already right.
+    fn gc_finalizers(&self, object: &T, request: &DeleteRequest) -> Option<Vec<String>> {
+        let policy = self.strategy.garbage_collection_policy();
+        if policy == GarbageCollectionPolicy::Unsupported {
+            return None;
+        }
+        let finalizers = &object.metadata().finalizers;
+        let first_gc_finalizer = finalizers.iter().find_map(|f| match f.as_str() {
+            FINALIZER_ORPHAN_DEPENDENTS => Some(true),
+            FINALIZER_DELETE_DEPENDENTS => Some(false),
+            _ => None,
+        });
+        let policy_says = request.propagation_policy.as_deref();
+        let orphan = match (request.orphan_dependents, policy_says) {
+            (Some(orphan), _) => orphan,
+            (None, Some(p)) => p == DeleteOptions::PROPAGATION_ORPHAN,
+            (None, None) => {
+                first_gc_finalizer.unwrap_or(policy == GarbageCollectionPolicy::OrphanDependents)
+            }
+        };
+        let foreground = match (request.orphan_dependents, policy_says) {
+            (Some(_), _) => false,
+            (None, Some(p)) => p == DeleteOptions::PROPAGATION_FOREGROUND,
+            (None, None) => first_gc_finalizer == Some(false),
+        };
+        let mut wanted: Vec<String> = finalizers
+            .iter()
+            .filter(|f| *f != FINALIZER_ORPHAN_DEPENDENTS && *f != FINALIZER_DELETE_DEPENDENTS)
+            .cloned()
+            .collect();
+        if orphan {
+            wanted.push(FINALIZER_ORPHAN_DEPENDENTS.to_string());
+        }
+        if foreground {
+            wanted.push(FINALIZER_DELETE_DEPENDENTS.to_string());
+        }
+        let old: std::collections::BTreeSet<&String> = finalizers.iter().collect();
+        let new: std::collections::BTreeSet<&String> = wanted.iter().collect();
+        (old != new).then_some(wanted)
+    }
+
+    /// Upstream `updateForGracefulDeletionAndFinalizers`: writes the deletion marks (and garbage collection
+    /// finalizers) in an optimistic update and says what the delete does next.
+    #[allow(clippy::too_many_arguments)]
+    async fn update_for_deletion(
+        &self,
+        key: &str,
+        name: &str,
+        request: &DeleteRequest,
+        admission: &dyn AdmissionCheck<T>,
+        preconditions: &Preconditions,
+        current: StoredObject,
+        original: &T,
+    ) -> Result<DeletionUpdate<T>, ApiError> {
+        let resource = Self::resource();
+        let flow: Mutex<Option<DeletionFlow>> = Mutex::new(None);
+        let flow_ref = &flow;
+        let set = |value: DeletionFlow| {
+            if let Ok(mut slot) = flow_ref.lock() {
+                *slot = Some(value);
+            }
+        };
+        let resource_ref = &resource;
+        let mut try_update = |existing: Option<StoredObject>| async move {
+            let run = async {
+                if let Ok(mut slot) = flow_ref.lock() {
+                    *slot = None;
+                }
+                let stored = existing.ok_or_else(|| ApiError::not_found(resource_ref, name))?;
+                let mut existing = self.decode(&stored)?;
+                admission.validate_delete(&existing).await?;
+                let mut grace = request.grace_period_seconds;
+                let (graceful, pending) =
+                    self.before_delete(&mut existing, name, request, &mut grace)?;
+                if pending {
+                    set(DeletionFlow::AlreadyPending);
+                    return Err(ApiError::internal("abort delete"));
+                }
+                if let Some(finalizers) = self.gc_finalizers(&existing, request) {
+                    existing.metadata_mut().finalizers = finalizers;
+                }
+                let pending_finalizers = !existing.metadata().finalizers.is_empty();
+                if !graceful {
+                    if !pending_finalizers {
+                        set(DeletionFlow::DeleteNow);
+                        return Err(ApiError::internal("delete now"));
+                    }
+                    mark_as_deleting(existing.metadata_mut());
+                }
+                set(DeletionFlow::Written {
+                    pending_finalizers,
+                    last_graceful: if graceful { grace.unwrap_or(0) } else { 0 },
+                });
+                self.encode(&existing)
+            };
+            run.await.map_err(ApiError::into_storage)
+        };
+        let result = if request.dry_run {
+            match try_update(Some(current.clone())).await {
+                Ok(bytes) => self
+                    .codec
+                    .decode_stored(&bytes)
+                    .map(|mut object| {
+                        object.metadata_mut().resource_version = current.revision.to_string();
+                        object
+                    })
+                    .map_err(ApiError::internal),
+                Err(e) => Err(ApiError::from_storage(e, &resource, name)),
+            }
+        } else {
+            self.storage
+                .guaranteed_update(
+                    key,
+                    false,
+                    Some(preconditions),
+                    &mut try_update,
+                    Some(current),
+                )
+                .await
+                .map_err(|e| match e {
+                    StorageError::InvalidObj { .. } => preconditions_conflict(
+                        &precondition_resource::<T>(),
+                        name,
+                        &request.preconditions,
+                        original,
+                    ),
+                    other => ApiError::from_storage(other, &resource, name),
+                })
+                .and_then(|stored| self.decode(&stored))
+        };
+        let flow = flow
+            .into_inner()
+            .map_err(|_| ApiError::internal("delete state poisoned"))?;
+        match (result, flow) {
+            (Err(_), Some(DeletionFlow::AlreadyPending)) => {
+                Ok(DeletionUpdate::AlreadyPending(original.clone()))
+            }
+            (Err(_), Some(DeletionFlow::DeleteNow)) => Ok(DeletionUpdate::DeleteNow),
+            (Err(e), _) => Err(e),
+            (
+                Ok(object),
+                Some(DeletionFlow::Written {
+                    pending_finalizers,
+                    last_graceful,
+                }),
+            ) if pending_finalizers || last_graceful > 0 => Ok(DeletionUpdate::Pending(object)),
+            (Ok(object), _) => Ok(DeletionUpdate::GraceExpired(object)),
+        }
     }
 
     /// Lists objects (in one namespace, or all with `None`).
@@ -780,6 +1185,96 @@ pub fn attrs_of<T: Resource>(object: &T) -> Attrs {
     }
 }
 
+/// The finalizer with which the garbage collector orphans an object's dependents (upstream
+/// `metav1.FinalizerOrphanDependents`).
+pub const FINALIZER_ORPHAN_DEPENDENTS: &str = "orphan";
+/// The finalizer with which the garbage collector deletes an object's dependents first (upstream
+/// `metav1.FinalizerDeleteDependents`).
+pub const FINALIZER_DELETE_DEPENDENTS: &str = "foregroundDeletion";
+
+/// What a delete asks for: upstream's `DeleteOptions` after validation.
+#[derive(Clone, Debug, Default)]
+pub struct DeleteRequest {
+    pub preconditions: DeletePreconditions,
+    /// Seconds until a graceful deletion; only strategies that delete gracefully use it.
+    pub grace_period_seconds: Option<i64>,
+    /// Deprecated `orphanDependents`.
+    pub orphan_dependents: Option<bool>,
+    /// `Orphan`, `Background` or `Foreground`.
+    pub propagation_policy: Option<String>,
+    pub dry_run: bool,
+}
+
+/// How a delete ended.
+#[derive(Clone, Debug)]
+pub enum Deletion<T> {
+    /// The object is gone (or, in a dry run, would be): upstream answers a `Status` of success.
+    Deleted(T),
+    /// The object is marked as being deleted (finalizers pending or a graceful deletion under way): upstream
+    /// answers the updated object.
+    Pending(T),
+    /// A graceful deletion was already under way and this delete changed nothing: upstream answers a `Status`
+    /// of success.
+    AlreadyPending(T),
+}
+
+impl<T> Deletion<T> {
+    /// The object as the delete left it (its last state when it was removed).
+    pub fn object(&self) -> &T {
+        match self {
+            Deletion::Deleted(o) | Deletion::Pending(o) | Deletion::AlreadyPending(o) => o,
+        }
+    }
+
+    /// Whether the object was removed now.
+    pub fn deleted(&self) -> bool {
+        matches!(self, Deletion::Deleted(_))
+    }
+}
+
+/// What the deletion update did, as [`Store::update_for_deletion`] reports it.
+enum DeletionUpdate<T> {
+    Pending(T),
+    AlreadyPending(T),
+    /// Not graceful and no finalizers left: delete now.
+    DeleteNow,
+    /// Written with a grace period of 0: delete now, tolerating that another delete got there first.
+    GraceExpired(T),
+}
+
+/// What the last try of the deletion update decided.
+#[derive(Clone, Copy)]
+enum DeletionFlow {
+    Written {
+        pending_finalizers: bool,
+        last_graceful: i64,
+    },
+    AlreadyPending,
+    DeleteNow,
+}
+
+/// Upstream `ShouldDeleteDuringUpdate`: an update that leaves no finalizers on an object whose deletion was
+/// requested (with no grace period left) deletes it.
+fn should_delete_during_update<T: Resource>(new: &T, old: &T) -> bool {
+    let (new, old) = (new.metadata(), old.metadata());
+    new.finalizers.is_empty()
+        && old.deletion_timestamp.is_some()
+        && old.deletion_grace_period_seconds.is_none_or(|g| g == 0)
+}
+
+/// Upstream `markAsDeleting`: deletionTimestamp now (unless already earlier), grace period 0, and generation + 1
+/// on the first deletion.
+fn mark_as_deleting(meta: &mut crate::meta::ObjectMeta) {
+    let now = Time::now();
+    if meta.deletion_timestamp.is_none() && meta.generation > 0 {
+        meta.generation += 1;
+    }
+    if meta.deletion_timestamp.is_none_or(|t| t > now) {
+        meta.deletion_timestamp = Some(now);
+    }
+    meta.deletion_grace_period_seconds = Some(0);
+}
+
 /// `DeleteOptions.preconditions`.
 #[derive(Clone, Debug, Default)]
 pub struct DeletePreconditions {
@@ -789,7 +1284,7 @@ pub struct DeletePreconditions {
 
 impl DeletePreconditions {
     fn check<T: Resource>(&self, object: &T, name: &str) -> Result<(), ApiError> {
-        let resource = T::group_resource();
+        let resource = precondition_resource::<T>();
         if let Some(uid) = &self.uid
             && *uid != object.metadata().uid
         {
@@ -801,6 +1296,14 @@ impl DeletePreconditions {
             return Err(preconditions_conflict(&resource, name, self, object));
         }
         Ok(())
+    }
+}
+
+/// Upstream's `rest.BeforeDelete` names the kind where the resource belongs (`Pizza.restaurant...`).
+fn precondition_resource<T: Resource>() -> GroupResource {
+    GroupResource {
+        group: T::GROUP.to_string(),
+        resource: T::KIND.to_string(),
     }
 }
 
@@ -824,4 +1327,480 @@ fn preconditions_conflict<T: Resource>(
         _ => OPTIMISTIC_LOCK_ERROR_MSG.to_string(),
     };
     ApiError::conflict(resource, name, &why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::ObjectMeta;
+    use crate::registry::DefaultStrategy;
+    use crate::runtime::{PrinterColumn, Scope, Versioned};
+    use crate::storage::memory::MemoryStorage;
+    use serde::{Deserialize, Serialize};
+
+    /// A hub with a spec and a status subresource, written by hand as `#[derive(Hub)]` with `status` would.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub(super) struct Gadget {
+        pub metadata: ObjectMeta,
+        pub spec: i64,
+        pub status: i64,
+    }
+
+    impl Resource for Gadget {
+        const GROUP: &'static str = "example.com";
+        const KIND: &'static str = "Gadget";
+        const PLURAL: &'static str = "gadgets";
+        const SINGULAR: &'static str = "gadget";
+        const SCOPE: Scope = Scope::Namespaced;
+        const SHORT_NAMES: &'static [&'static str] = &[];
+        const CATEGORIES: &'static [&'static str] = &[];
+        const PRINTER_COLUMNS: &'static [PrinterColumn] = &[];
+        const SUBRESOURCES: &'static [&'static str] = &["status"];
+        const SELECTABLE_FIELDS: &'static [&'static str] = &[];
+        fn metadata(&self) -> &ObjectMeta {
+            &self.metadata
+        }
+        fn metadata_mut(&mut self) -> &mut ObjectMeta {
+            &mut self.metadata
+        }
+        fn copy_status_from(&mut self, other: &Self) {
+            self.status = other.status;
+        }
+    }
+
+    #[derive(Clone, PartialEq, Serialize, Deserialize, prost::Message)]
+    pub(super) struct GadgetV1 {
+        #[prost(message, required, tag = "1")]
+        #[serde(default)]
+        metadata: ObjectMeta,
+        #[prost(int64, tag = "2")]
+        #[serde(default)]
+        spec: i64,
+        #[prost(int64, tag = "3")]
+        #[serde(default)]
+        status: i64,
+    }
+
+    impl Versioned for GadgetV1 {
+        type Hub = Gadget;
+        const VERSION: &'static str = "v1";
+        fn to_hub(&self) -> Gadget {
+            Gadget {
+                metadata: self.metadata.clone(),
+                spec: self.spec,
+                status: self.status,
+            }
+        }
+        fn from_hub(hub: &Gadget) -> Self {
+            GadgetV1 {
+                metadata: hub.metadata.clone(),
+                spec: hub.spec,
+                status: hub.status,
+            }
+        }
+    }
+
+    pub(super) fn store() -> Store<Gadget> {
+        Store::new(
+            Arc::new(MemoryStorage::new()),
+            "/registry/example.com",
+            ResourceCodec::new().version::<GadgetV1>(),
+            Arc::new(DefaultStrategy),
+            MediaType::Json,
+        )
+        .unwrap()
+    }
+
+    pub(super) fn gadget(name: &str, spec: i64, status: i64) -> Gadget {
+        Gadget {
+            metadata: ObjectMeta {
+                name: name.into(),
+                namespace: "ns".into(),
+                ..ObjectMeta::default()
+            },
+            spec,
+            status,
+        }
+    }
+
+    async fn update(store: &Store<Gadget>, object: Gadget) -> Result<Gadget, ApiError> {
+        let name = object.metadata.name.clone();
+        store
+            .update(
+                Some("ns"),
+                &name,
+                &Replace(object),
+                &NoAdmission,
+                false,
+                false,
+            )
+            .await
+            .map(|w| w.object)
+    }
+
+    #[tokio::test]
+    async fn create_clears_status_and_main_update_keeps_it() {
+        let store = store();
+        let created = store
+            .create(Some("ns"), gadget("g", 1, 7), &NoAdmission, false)
+            .await
+            .unwrap()
+            .object;
+        assert_eq!((created.status, created.metadata.generation), (0, 1));
+
+        let mut status_only = created.clone();
+        status_only.status = 5;
+        let updated = update(&store, status_only).await.unwrap();
+        assert_eq!(updated.status, 0, "the main resource does not write status");
+        assert_eq!(updated.metadata.generation, 1);
+
+        let mut spec_change = updated.clone();
+        spec_change.spec = 2;
+        let updated = update(&store, spec_change).await.unwrap();
+        assert_eq!((updated.spec, updated.metadata.generation), (2, 2));
+    }
+
+    #[tokio::test]
+    async fn status_update_writes_only_status() {
+        let store = store();
+        let status = store.status();
+        let created = store
+            .create(Some("ns"), gadget("g", 1, 0), &NoAdmission, false)
+            .await
+            .unwrap()
+            .object;
+        let mut change = created.clone();
+        change.spec = 9;
+        change.status = 3;
+        change.metadata.labels.insert("new".into(), "label".into());
+        change
+            .metadata
+            .annotations
+            .insert("new".into(), "note".into());
+        change.metadata.finalizers.push("example.com/f".into());
+        let updated = update(&status, change).await.unwrap();
+        assert_eq!((updated.spec, updated.status), (1, 3));
+        assert!(updated.metadata.labels.is_empty());
+        assert!(updated.metadata.annotations.is_empty());
+        assert!(updated.metadata.finalizers.is_empty());
+        assert_eq!(
+            updated.metadata.generation, 1,
+            "status does not bump generation"
+        );
+        assert_ne!(
+            updated.metadata.resource_version,
+            created.metadata.resource_version
+        );
+
+        // Optimistic concurrency applies as on the main resource.
+        let err = update(&status, created.clone()).await.unwrap_err();
+        assert_eq!(err.code, 409);
+        assert_eq!(
+            err.message,
+            format!(
+                "Operation cannot be fulfilled on gadgets.example.com \"g\": {OPTIMISTIC_LOCK_ERROR_MSG}"
+            )
+        );
+
+        // The subresource never creates.
+        let err = update(&status, gadget("missing", 1, 1)).await.unwrap_err();
+        assert_eq!((err.code, err.reason), (404, "NotFound"));
+    }
+
+    fn with_finalizers(mut object: Gadget, finalizers: &[&str]) -> Gadget {
+        object.metadata.finalizers = finalizers.iter().map(|f| f.to_string()).collect();
+        object
+    }
+
+    async fn delete(
+        store: &Store<Gadget>,
+        name: &str,
+        request: DeleteRequest,
+    ) -> Result<Deletion<Gadget>, ApiError> {
+        store.delete(Some("ns"), name, &request, &NoAdmission).await
+    }
+
+    async fn get(store: &Store<Gadget>, name: &str) -> Result<Gadget, ApiError> {
+        store.get(Some("ns"), name, None).await
+    }
+
+    #[tokio::test]
+    async fn finalizers_keep_a_deleted_object_until_removed() {
+        let store = store();
+        let created = store
+            .create(
+                Some("ns"),
+                with_finalizers(gadget("g", 1, 0), &["example.com/f"]),
+                &NoAdmission,
+                false,
+            )
+            .await
+            .unwrap()
+            .object;
+        let Deletion::Pending(pending) =
+            delete(&store, "g", DeleteRequest::default()).await.unwrap()
+        else {
+            panic!("an object with finalizers stays");
+        };
+        assert!(pending.metadata.deletion_timestamp.is_some());
+        assert_eq!(pending.metadata.deletion_grace_period_seconds, Some(0));
+        assert_eq!(
+            pending.metadata.generation, 2,
+            "the first deletion bumps generation"
+        );
+        assert_ne!(
+            pending.metadata.resource_version,
+            created.metadata.resource_version
+        );
+        assert_eq!(get(&store, "g").await.unwrap(), pending);
+
+        // A second delete changes nothing and answers the object.
+        let again = delete(&store, "g", DeleteRequest::default()).await.unwrap();
+        assert!(
+            matches!(&again, Deletion::Pending(o) if *o == pending),
+            "{again:?}"
+        );
+
+        // No new finalizers once deleting.
+        let added = with_finalizers(
+            pending.clone(),
+            &["example.com/f", "example.com/g", "a.io/b"],
+        );
+        let err = update(&store, added).await.unwrap_err();
+        assert_eq!(err.code, 422);
+        assert_eq!(
+            err.message,
+            "Gadget.example.com \"g\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"a.io/b\", \"example.com/g\"}"
+        );
+        // The deletion marks cannot be taken back.
+        let mut undeleted = pending.clone();
+        undeleted.metadata.deletion_grace_period_seconds = Some(5);
+        let err = update(&store, undeleted).await.unwrap_err();
+        assert!(
+            err.message.contains(
+                "metadata.deletionGracePeriodSeconds: Invalid value: 5: field is immutable"
+            ),
+            "{}",
+            err.message
+        );
+
+        // Removing the last finalizer deletes it; the update answers the object. A dry run deletes nothing.
+        let emptied = with_finalizers(pending.clone(), &[]);
+        let dry = store
+            .update(
+                Some("ns"),
+                "g",
+                &Replace(emptied.clone()),
+                &NoAdmission,
+                false,
+                true,
+            )
+            .await
+            .unwrap();
+        assert!(dry.object.metadata.finalizers.is_empty());
+        assert_eq!(get(&store, "g").await.unwrap(), pending);
+        let answer = update(&store, emptied).await.unwrap();
+        assert!(answer.metadata.finalizers.is_empty());
+        assert_eq!(get(&store, "g").await.unwrap_err().code, 404);
+    }
+
+    #[tokio::test]
+    async fn deletion_without_finalizers_is_immediate_and_dry_run_changes_nothing() {
+        let store = store();
+        store
+            .create(Some("ns"), gadget("g", 1, 0), &NoAdmission, false)
+            .await
+            .unwrap();
+        store
+            .create(
+                Some("ns"),
+                with_finalizers(gadget("h", 1, 0), &["example.com/f"]),
+                &NoAdmission,
+                false,
+            )
+            .await
+            .unwrap();
+        let dry = DeleteRequest {
+            dry_run: true,
+            ..DeleteRequest::default()
+        };
+        let before = get(&store, "g").await.unwrap();
+        assert!(delete(&store, "g", dry.clone()).await.unwrap().deleted());
+        assert_eq!(get(&store, "g").await.unwrap(), before);
+        let before = get(&store, "h").await.unwrap();
+        let Deletion::Pending(would) = delete(&store, "h", dry).await.unwrap() else {
+            panic!("a dry run shows the pending object");
+        };
+        assert!(would.metadata.deletion_timestamp.is_some());
+        assert_eq!(
+            would.metadata.resource_version,
+            before.metadata.resource_version
+        );
+        assert_eq!(get(&store, "h").await.unwrap(), before);
+
+        // gracePeriodSeconds means nothing to a type without graceful deletion.
+        let graceful = DeleteRequest {
+            grace_period_seconds: Some(30),
+            ..DeleteRequest::default()
+        };
+        assert!(delete(&store, "g", graceful).await.unwrap().deleted());
+        assert_eq!(get(&store, "g").await.unwrap_err().code, 404);
+    }
+
+    #[tokio::test]
+    async fn propagation_policies_add_garbage_collector_finalizers() {
+        let store = store();
+        for (name, policy, orphan, finalizer) in [
+            ("o", Some("Orphan"), None, Some(FINALIZER_ORPHAN_DEPENDENTS)),
+            (
+                "f",
+                Some("Foreground"),
+                None,
+                Some(FINALIZER_DELETE_DEPENDENTS),
+            ),
+            ("b", Some("Background"), None, None),
+            ("d", None, Some(true), Some(FINALIZER_ORPHAN_DEPENDENTS)),
+            ("n", None, None, None),
+        ] {
+            store
+                .create(Some("ns"), gadget(name, 1, 0), &NoAdmission, false)
+                .await
+                .unwrap();
+            let request = DeleteRequest {
+                propagation_policy: policy.map(str::to_string),
+                orphan_dependents: orphan,
+                ..DeleteRequest::default()
+            };
+            let deletion = delete(&store, name, request).await.unwrap();
+            match finalizer {
+                Some(f) => {
+                    let Deletion::Pending(object) = deletion else {
+                        panic!("{name}: {deletion:?}")
+                    };
+                    assert_eq!(object.metadata.finalizers, vec![f.to_string()], "{name}");
+                    assert!(object.metadata.deletion_timestamp.is_some(), "{name}");
+                }
+                None => {
+                    assert!(deletion.deleted(), "{name}: {deletion:?}");
+                    assert_eq!(get(&store, name).await.unwrap_err().code, 404, "{name}");
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn delete_preconditions_conflict_with_upstream_texts() {
+        let store = store();
+        let created = store
+            .create(Some("ns"), gadget("g", 1, 0), &NoAdmission, false)
+            .await
+            .unwrap()
+            .object;
+        let wrong_uid = DeleteRequest {
+            preconditions: DeletePreconditions {
+                uid: Some("other".into()),
+                resource_version: None,
+            },
+            ..DeleteRequest::default()
+        };
+        let err = delete(&store, "g", wrong_uid).await.unwrap_err();
+        assert_eq!(err.code, 409);
+        assert_eq!(
+            err.message,
+            format!(
+                "Operation cannot be fulfilled on Gadget.example.com \"g\": the UID in the precondition (other) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                created.metadata.uid
+            )
+        );
+        let wrong_rv = DeleteRequest {
+            preconditions: DeletePreconditions {
+                uid: None,
+                resource_version: Some("12345".into()),
+            },
+            ..DeleteRequest::default()
+        };
+        let err = delete(&store, "g", wrong_rv).await.unwrap_err();
+        assert_eq!(
+            err.message,
+            format!(
+                "Operation cannot be fulfilled on Gadget.example.com \"g\": the ResourceVersion in the precondition (12345) does not match the ResourceVersion in record ({}). The object might have been modified",
+                created.metadata.resource_version
+            )
+        );
+        assert!(get(&store, "g").await.is_ok());
+        let right = DeleteRequest {
+            preconditions: DeletePreconditions {
+                uid: Some(created.metadata.uid.clone()),
+                resource_version: Some(created.metadata.resource_version.clone()),
+            },
+            ..DeleteRequest::default()
+        };
+        assert!(delete(&store, "g", right).await.unwrap().deleted());
+    }
+
+    /// Deletes gracefully, 30 s unless the request says otherwise.
+    struct Graceful;
+
+    impl Strategy<Gadget> for Graceful {
+        fn graceful_delete_supported(&self) -> bool {
+            true
+        }
+        fn check_graceful_delete(&self, _object: &Gadget, grace: &mut Option<i64>) -> bool {
+            grace.get_or_insert(30);
+            true
+        }
+    }
+
+    #[tokio::test]
+    async fn graceful_deletion_waits_for_a_zero_grace_delete() {
+        let store = Store::new(
+            Arc::new(MemoryStorage::new()),
+            "/registry/example.com",
+            ResourceCodec::new().version::<GadgetV1>(),
+            Arc::new(Graceful),
+            MediaType::Json,
+        )
+        .unwrap();
+        store
+            .create(Some("ns"), gadget("g", 1, 0), &NoAdmission, false)
+            .await
+            .unwrap();
+        let Deletion::Pending(pending) =
+            delete(&store, "g", DeleteRequest::default()).await.unwrap()
+        else {
+            panic!("a graceful delete leaves the object");
+        };
+        let meta = &pending.metadata;
+        assert_eq!(meta.deletion_grace_period_seconds, Some(30));
+        let left = meta.deletion_timestamp.unwrap().0 - chrono::Utc::now();
+        assert!((28..=30).contains(&left.num_seconds()), "{left:?}");
+        assert_eq!(meta.generation, 2);
+        // A longer grace period changes nothing.
+        let longer = DeleteRequest {
+            grace_period_seconds: Some(60),
+            ..DeleteRequest::default()
+        };
+        assert!(matches!(
+            delete(&store, "g", longer).await.unwrap(),
+            Deletion::AlreadyPending(_)
+        ));
+        assert_eq!(get(&store, "g").await.unwrap(), pending);
+        // A shorter one moves the timestamp earlier.
+        let shorter = DeleteRequest {
+            grace_period_seconds: Some(10),
+            ..DeleteRequest::default()
+        };
+        let Deletion::Pending(shortened) = delete(&store, "g", shorter).await.unwrap() else {
+            panic!("still pending");
+        };
+        assert_eq!(shortened.metadata.deletion_grace_period_seconds, Some(10));
+        assert!(shortened.metadata.deletion_timestamp < pending.metadata.deletion_timestamp);
+        // Zero deletes.
+        let now = DeleteRequest {
+            grace_period_seconds: Some(0),
+            ..DeleteRequest::default()
+        };
+        assert!(delete(&store, "g", now).await.unwrap().deleted());
+        assert_eq!(get(&store, "g").await.unwrap_err().code, 404);
+    }
 }

@@ -23,6 +23,12 @@ pub trait Strategy<T: Resource>: Send + Sync + 'static {
         ErrorList::default()
     }
 
+    /// Validates an update through the `status` subresource, after the store has carried everything but status
+    /// over from the stored object (upstream's status strategy `ValidateUpdate`).
+    fn validate_status_update(&self, _new: &T, _old: &T) -> ErrorList {
+        ErrorList::default()
+    }
+
     /// Warnings returned to the client (`Warning` headers) for a valid create.
     fn warnings_on_create(&self, _object: &T) -> Vec<String> {
         Vec::new()
@@ -45,6 +51,37 @@ pub trait Strategy<T: Resource>: Send + Sync + 'static {
     fn allow_unconditional_update(&self) -> bool {
         false
     }
+
+    /// Whether objects are deleted gracefully (upstream's strategy implementing `RESTGracefulDeleteStrategy`, as
+    /// pods do): a delete then sets `deletionTimestamp` in the future and leaves the object for another actor to
+    /// delete with a grace period of 0. The default deletes at once (when no finalizers are pending).
+    fn graceful_delete_supported(&self) -> bool {
+        false
+    }
+
+    /// Upstream `CheckGracefulDelete`, asked only when [`Strategy::graceful_delete_supported`]: whether this
+    /// delete is graceful, setting `grace_period_seconds` (the request's, if any) to the period to use.
+    fn check_graceful_delete(&self, _object: &T, _grace_period_seconds: &mut Option<i64>) -> bool {
+        false
+    }
+
+    /// What the garbage collector does with dependents when a delete does not say (upstream
+    /// `DefaultGarbageCollectionPolicy`).
+    fn garbage_collection_policy(&self) -> GarbageCollectionPolicy {
+        GarbageCollectionPolicy::DeleteDependents
+    }
+}
+
+/// The garbage collection policy of a type (upstream `rest.GarbageCollectionPolicy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GarbageCollectionPolicy {
+    /// Dependents are deleted (in the background unless the delete asks for the foreground); upstream's default.
+    #[default]
+    DeleteDependents,
+    /// Dependents are orphaned unless the delete says otherwise: the `orphan` finalizer is added on delete.
+    OrphanDependents,
+    /// The type takes no part in garbage collection: deletes never add `orphan` or `foregroundDeletion`.
+    Unsupported,
 }
 
 /// The strategy of a type with no special rules.

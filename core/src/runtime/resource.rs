@@ -46,6 +46,16 @@ pub trait Resource: Clone + std::fmt::Debug + Default + PartialEq + Send + Sync 
     fn metadata(&self) -> &ObjectMeta;
     fn metadata_mut(&mut self) -> &mut ObjectMeta;
 
+    /// Sets this object's status to `other`'s. `#[derive(Hub)]` implements it for types declaring a `status`
+    /// subresource (it copies the `status` field); the store uses it so that the main resource never writes status
+    /// and the `/status` subresource writes nothing else. The default, for types without status, does nothing.
+    fn copy_status_from(&mut self, _other: &Self) {}
+
+    /// Whether the type serves a `status` subresource.
+    fn has_status_subresource() -> bool {
+        Self::SUBRESOURCES.contains(&"status")
+    }
+
     /// The value of a declared selectable field, as a field selector compares it.
     fn selectable_field(&self, _path: &str) -> Option<String> {
         None

@@ -13,7 +13,7 @@ use crate::restaurant::{Pizza, Topping};
 /// The plugin's name in `--enable-admission-plugins` / `--disable-admission-plugins`.
 pub const PIZZA_TOPPINGS: &str = "PizzaToppings";
 
-/// Refuses pizzas (on create and update) naming a topping that does not exist, reading toppings from the
+/// Refuses pizzas (on create and update, not status updates) naming a topping that does not exist, reading toppings from the
 /// server's own watch cache as the reference server reads them from its informer.
 pub struct PizzaToppings {
     toppings: Lister<Topping>,
@@ -43,6 +43,10 @@ impl Plugin for PizzaToppings {
         let Some(pizza) = object.and_then(|o| o.downcast_ref::<Pizza>()) else {
             return Ok(());
         };
+        // A status write cannot change the toppings (the store keeps the stored spec).
+        if !attributes.subresource.is_empty() {
+            return Ok(());
+        }
         if !self.toppings.has_synced().await {
             return Err(attributes.forbidden("not yet ready to handle request"));
         }

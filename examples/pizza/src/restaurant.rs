@@ -2,12 +2,14 @@
 
 use apiserver::meta::ObjectMeta;
 
-/// A pizza: toppings, each with how often it is put on.
+/// A pizza: toppings, each with how often it is put on. Its status (the cost) is written through the `status`
+/// subresource only.
 #[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
 #[resource(
     group = "restaurant.programming-kubernetes.info",
     kind = "Pizza",
     namespaced,
+    status,
     printcolumn(name = "Cost", type_ = "number", json_path = ".status.cost")
 )]
 pub struct Pizza {

@@ -301,7 +301,7 @@ async fn behind_kube_apiserver() {
     pizza.stop().await;
 }
 
-/// kubectl through kube-apiserver: discovery, create, get, list, explain, watch.
+/// kubectl through kube-apiserver: discovery, create, get, list, explain, watch, the status subresource.
 async fn through_the_aggregator(_cluster: &Cluster, admin: &Path) {
     let resources = kubectl_ok(
         admin,
@@ -353,6 +353,71 @@ async fn through_the_aggregator(_cluster: &Cluster, admin: &Path) {
     assert_eq!(margherita["apiVersion"], format!("{GROUP}/v1beta1"));
     let explained = kubectl_ok(admin, &["explain", "pizzas.spec"]);
     assert!(explained.contains("toppings"), "{explained}");
+
+    // The status subresource through the aggregator (authorized as pizzas/status).
+    kubectl_ok(
+        admin,
+        &[
+            "patch",
+            "pizza",
+            "margherita",
+            "-n",
+            "default",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"cost":2.5}}"#,
+        ],
+    );
+    let status: Value = serde_json::from_str(&kubectl_ok(
+        admin,
+        &[
+            "get",
+            "pizza",
+            "margherita",
+            "-n",
+            "default",
+            "--subresource=status",
+            "-o",
+            "json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(status["status"]["cost"], 2.5, "{status}");
+    assert_eq!(status["metadata"]["generation"], 1, "{status}");
+
+    // A finalizer holds a deletion through the aggregator too; kubectl wait sees the end of it.
+    let pizza = |args: &[&str]| {
+        let mut all = vec!["-n", "default"];
+        all.extend_from_slice(args);
+        kubectl_ok(admin, &all)
+    };
+    pizza(&[
+        "patch",
+        "pizza",
+        "margherita",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["example.com/oven"]}}"#,
+    ]);
+    pizza(&["delete", "pizza", "margherita", "--wait=false"]);
+    let held = pizza(&[
+        "get",
+        "pizza",
+        "margherita",
+        "-o",
+        "jsonpath={.metadata.deletionTimestamp}",
+    ]);
+    assert!(!held.is_empty(), "the pizza stays, marked");
+    pizza(&[
+        "patch",
+        "pizza",
+        "margherita",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    pizza(&["wait", "--for=delete", "pizza/margherita", "--timeout=20s"]);
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     let _ = watch.kill();

@@ -1,5 +1,5 @@
 //! The pizza server on each persistent backend: objects survive a restart (SQLite), and two servers on one
-//! database or etcd see each other's writes (Postgres, etcd). The etcd and Postgres launchers are the storage
+//! database or etcd see each other's writes (Postgres, etcd), status and finalizer-held deletions included. The etcd and Postgres launchers are the storage
 //! crates' own test harnesses.
 
 mod support;
@@ -62,6 +62,56 @@ async fn assert_replicas_share(a: &TestServer, b: &TestServer) {
     );
 }
 
+/// The status subresource and a finalizer-held deletion, written through `a` and `b` in turn: the status and the
+/// deletion marks written on one are what the other serves, and removing the finalizer on `b` deletes the pizza.
+async fn assert_status_and_finalizers(a: &TestServer, b: &TestServer) {
+    a.kubectl_ok(&[
+        "patch",
+        "pizza",
+        "margherita",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"cost":3}}"#,
+    ]);
+    a.kubectl_ok(&[
+        "patch",
+        "pizza",
+        "margherita",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["example.com/oven"]}}"#,
+    ]);
+    a.kubectl_ok(&["delete", "pizza", "margherita", "--wait=false"]);
+    let (code, _, body) = b
+        .raw(
+            "GET",
+            &format!("{PIZZAS}/margherita?resourceVersion=0"),
+            &[],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 200);
+    let pizza: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(pizza["status"]["cost"], 3.0, "{pizza}");
+    assert!(
+        pizza["metadata"]["deletionTimestamp"].is_string(),
+        "{pizza}"
+    );
+    b.kubectl_ok(&[
+        "patch",
+        "pizza",
+        "margherita",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    let (code, _, _) = a
+        .raw("GET", &format!("{PIZZAS}/margherita"), &[], vec![])
+        .await;
+    assert_eq!(code, 404);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn default_backend_is_rocksdb_and_keeps_objects_across_restarts() {
     let server = TestServer::start(&[]).await;
@@ -80,6 +130,7 @@ async fn sqlite_keeps_objects_across_restarts() {
     let dir = server.stop().await;
     let server = TestServer::start_in(dir, &["--storage-backend", "sqlite"]).await;
     assert_margherita(&server).await;
+    assert_status_and_finalizers(&server, &server).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -91,6 +142,7 @@ async fn postgres_replicas() {
     create_examples(&a).await;
     assert_margherita(&b).await;
     assert_replicas_share(&a, &b).await;
+    assert_status_and_finalizers(&a, &b).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -103,6 +155,7 @@ async fn etcd_replicas() {
     create_examples(&a).await;
     assert_margherita(&b).await;
     assert_replicas_share(&a, &b).await;
+    assert_status_and_finalizers(&a, &b).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
