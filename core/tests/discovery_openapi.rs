@@ -269,7 +269,8 @@ async fn openapi_v3_documents() {
         patch_types,
         [
             "application/json-patch+json",
-            "application/merge-patch+json"
+            "application/merge-patch+json",
+            "application/strategic-merge-patch+json"
         ]
     );
     assert!(
@@ -323,7 +324,8 @@ async fn openapi_v2_document() {
         patch["consumes"],
         json!([
             "application/json-patch+json",
-            "application/merge-patch+json"
+            "application/merge-patch+json",
+            "application/strategic-merge-patch+json"
         ])
     );
     // A client that takes only the protobuf form is told so, and falls back.
