@@ -2,9 +2,11 @@
 //! raw backend doing the same writes, with latencies, throughput, error codes and the server's CPU and memory.
 //!
 //! `target` starts or reaches the server, `client` speaks HTTPS to it, `phases` are the load, `raw` the
-//! physical limits of each backend, `report` the table and JSON.
+//! physical limits of each backend, `report` the table and JSON, `delegated` the core cluster a server with
+//! delegated authentication and authorization asks.
 
 pub mod client;
+pub mod delegated;
 pub mod phases;
 pub mod raw;
 pub mod report;
