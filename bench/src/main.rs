@@ -54,6 +54,9 @@ struct Cli {
     /// Concurrent clients (overrides the size preset).
     #[arg(long)]
     concurrency: Option<usize>,
+    /// Requests of the GET phase (overrides the size preset).
+    #[arg(long)]
+    gets: Option<usize>,
     /// Authentication of the load: the static admin token, delegated to a core cluster, or both.
     #[arg(long, value_enum, default_value_t = AuthChoice::Static)]
     auth: AuthChoice,
@@ -75,6 +78,9 @@ async fn main() -> ExitCode {
     }
     if let Some(c) = cli.concurrency {
         sizes.concurrency = c;
+    }
+    if let Some(n) = cli.gets {
+        sizes.gets = n;
     }
     let mode = if let Some(kubeconfig) = cli.kubeconfig {
         Mode::Remote(kubeconfig)

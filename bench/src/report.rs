@@ -229,6 +229,23 @@ impl Report {
                     "\nreviews the server asked of kube-apiserver from start to stop (warm-up included): {} TokenReviews, {} SubjectAccessReviews",
                     r.token_reviews, r.subject_access_reviews
                 );
+                let cold: Vec<String> = backend
+                    .phases
+                    .iter()
+                    .filter(|p| p.name == "create" || p.name == "get")
+                    .filter_map(|p| {
+                        let n = p.extra.get("access_reviews")?.as_u64()?;
+                        (n > 0).then(|| format!("{} {n}", p.name))
+                    })
+                    .collect();
+                if !cold.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "warm-up did not hold, SubjectAccessReviews in: {} (the server's access-review cache has \
+                         one entry per verb and name: are there more names than it holds?)",
+                        cold.join(", ")
+                    );
+                }
             }
         }
         let comparisons = self.auth_comparisons();
