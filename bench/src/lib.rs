@@ -2,9 +2,11 @@
 //! raw backend doing the same writes, with latencies, throughput, error codes and the server's CPU and memory.
 //!
 //! `target` starts or reaches the server, `client` speaks HTTPS to it, `phases` are the load, `raw` the
-//! physical limits of each backend, `report` the table and JSON.
+//! physical limits of each backend, `report` the table and JSON, `delegated` the core cluster a server with
+//! delegated authentication and authorization asks.
 
 pub mod client;
+pub mod delegated;
 pub mod phases;
 pub mod raw;
 pub mod report;
@@ -68,6 +70,7 @@ impl Sizes {
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use delegated::{CoreCluster, Reviews};
 use report::{BackendReport, Machine, PhaseResult, Report};
 use target::{Backend, Service, Target};
 
@@ -82,6 +85,19 @@ pub enum Mode {
     Remote(PathBuf),
 }
 
+/// Who the load is and who decides what it may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Auth {
+    /// The server standalone: the load uses the admin token the server wrote into its kubeconfig (a lookup in
+    /// the server's memory, no authorizer); with `--kubeconfig`, whatever credentials that kubeconfig holds.
+    Static,
+    /// The server delegates to a real kube-apiserver on loopback: the load is a ServiceAccount whose token the
+    /// server has checked by TokenReview and whose requests it has authorized by SubjectAccessReview, both
+    /// cached; the caches are warmed before the phases.
+    Delegated,
+}
+
 /// One run's settings.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -92,32 +108,84 @@ pub struct Config {
     pub http1: bool,
     /// Skip the raw baselines.
     pub no_raw: bool,
+    /// Each backend runs once per entry, in this order (`[Static]` unless asked otherwise).
+    pub auth: Vec<Auth>,
 }
 
-/// Runs every phase on every backend.
+/// Runs every phase on every backend, once per authentication of [`Config::auth`].
 pub async fn run(config: &Config) -> Result<Report, String> {
+    let delegating = config.auth.contains(&Auth::Delegated);
+    if delegating && !matches!(config.mode, Mode::Process(_) | Mode::InProcess) {
+        return Err(
+            "delegated authentication needs a server this harness starts: drop --kubeconfig".into(),
+        );
+    }
+    // Started before any server, so that every row of the run shares the machine with it alike.
+    let core = if delegating {
+        Some(CoreCluster::start().await?)
+    } else {
+        None
+    };
+    let auths = if config.auth.is_empty() {
+        vec![Auth::Static]
+    } else {
+        config.auth.clone()
+    };
     let mut backends = Vec::new();
     let targets: Vec<Option<Backend>> = match config.mode {
         Mode::Remote(_) => vec![None],
         _ => config.backends.iter().copied().map(Some).collect(),
     };
     for backend in targets {
-        let service = match backend {
-            Some(b) => Service::start(b).await,
-            None => Service::None,
-        };
-        let args = backend.map(|b| service.server_args(b)).unwrap_or_default();
-        let target = match &config.mode {
-            Mode::InProcess => Target::in_process(&args).await?,
-            Mode::Process(binary) => Target::process(binary, &args).await?,
-            Mode::Remote(kubeconfig) => Target::remote(kubeconfig).await?,
-        };
-        let name = backend
-            .map(|b| b.name().to_string())
-            .unwrap_or_else(|| target.endpoint.url.clone());
-        let report = measure(&target, &service, &name, config).await?;
-        target.stop().await;
-        backends.push(report);
+        for (i, &auth) in auths.iter().enumerate() {
+            // A fresh service per row: no row inherits another's data.
+            let service = match backend {
+                Some(b) => Service::start(b).await,
+                None => Service::None,
+            };
+            let mut args = backend.map(|b| service.server_args(b)).unwrap_or_default();
+            let core = match auth {
+                Auth::Static => None,
+                Auth::Delegated => core.as_ref(),
+            };
+            if let Some(core) = core {
+                args.extend(core.server_args().await?);
+            }
+            let reviews_before = match core {
+                Some(core) => Some(core.reviews().await),
+                None => None,
+            };
+            let mut target = match &config.mode {
+                Mode::InProcess => Target::in_process(&args).await?,
+                Mode::Process(binary) => Target::process(binary, &args).await?,
+                Mode::Remote(kubeconfig) => Target::remote(kubeconfig).await?,
+            };
+            if let Some(core) = core {
+                // The server's kubeconfig has its URL and CA but no credentials when it delegates.
+                target.endpoint.token = Some(core.loader_token().await?);
+            }
+            let mut name = backend
+                .map(|b| b.name().to_string())
+                .unwrap_or_else(|| target.endpoint.url.clone());
+            if auth == Auth::Delegated {
+                name.push_str(", delegated auth");
+            }
+            let row = Row {
+                name: &name,
+                auth,
+                core,
+                warm: delegating,
+                // The raw baseline does not depend on the server's authentication: once per backend.
+                raw: !config.no_raw && i == 0,
+            };
+            let result = measure(&target, &service, &row, config).await;
+            target.stop().await;
+            let mut report = result?;
+            if let (Some(core), Some(before)) = (core, reviews_before) {
+                report.reviews = Some(core.reviews().await - before);
+            }
+            backends.push(report);
+        }
     }
     let mut versions = std::collections::BTreeMap::new();
     versions.insert(
@@ -142,6 +210,15 @@ pub async fn run(config: &Config) -> Result<Report, String> {
             );
         }
     }
+    if delegating
+        && let Ok(dir) = apiserver::envtest::assets_dir()
+        && let Ok(out) = std::process::Command::new(dir.join("kube-apiserver"))
+            .arg("--version")
+            .output()
+    {
+        let text = String::from_utf8_lossy(&out.stdout);
+        versions.insert("kube-apiserver".into(), text.trim().to_string());
+    }
     Ok(Report {
         date: chrono::Utc::now().to_rfc3339(),
         machine: Machine::read(),
@@ -159,10 +236,22 @@ pub async fn run(config: &Config) -> Result<Report, String> {
     })
 }
 
+/// One row of the report: a backend under one authentication.
+struct Row<'a> {
+    name: &'a str,
+    auth: Auth,
+    /// The core cluster the server delegates to, for `Auth::Delegated`.
+    core: Option<&'a CoreCluster>,
+    /// Warm up before the phases (every row of a run that has a delegated one, so rows compare alike).
+    warm: bool,
+    /// Run the raw baseline after the phases.
+    raw: bool,
+}
+
 async fn measure(
     target: &Target,
     service: &Service,
-    name: &str,
+    row: &Row<'_>,
     config: &Config,
 ) -> Result<BackendReport, String> {
     let client = target.endpoint.client(config.http1)?;
@@ -173,14 +262,43 @@ async fn measure(
     ));
     let pid = target.pid;
     let idle_rss_mib = pid.and_then(|p| report::memory_mib(p, "VmRSS"));
+    if row.warm {
+        load.warm().await?;
+    }
+    let core = row.core;
     let mut results = Vec::new();
     macro_rules! phase {
         ($e:expr) => {{
+            let reviews_before = match core {
+                Some(core) => Some(core.reviews().await),
+                None => None,
+            };
+            let core_cpu_before = core.and_then(CoreCluster::cpu_seconds);
             let before = pid.and_then(report::cpu_seconds);
             let mut r: PhaseResult = $e;
             if let (Some(p), Some(b)) = (pid, before) {
                 r.server_cpu_seconds = report::cpu_seconds(p).map(|a| a - b);
                 r.server_peak_rss_mib = report::memory_mib(p, "VmHWM");
+            }
+            if let (Some(core), Some(b)) = (core, core_cpu_before)
+                && let Some(a) = core.cpu_seconds()
+            {
+                r.extra.insert(
+                    "core_cluster_cpu_s".into(),
+                    serde_json::json!(((a - b) * 100.0).round() / 100.0),
+                );
+            }
+            if let (Some(core), Some(b)) = (core, reviews_before) {
+                let Reviews {
+                    token_reviews,
+                    subject_access_reviews,
+                } = core.reviews().await - b;
+                r.extra
+                    .insert("token_reviews".into(), serde_json::json!(token_reviews));
+                r.extra.insert(
+                    "access_reviews".into(),
+                    serde_json::json!(subject_access_reviews),
+                );
             }
             results.push(r);
         }};
@@ -193,14 +311,14 @@ async fn measure(
     phase!(load.watch_latency(1, "w").await);
     phase!(load.watch_latency(config.sizes.watchers, "f").await);
     phase!(load.delete().await);
-    let raw = if config.no_raw {
+    let raw = if !row.raw {
         None
     } else {
         let value = vec![b'x'; config.sizes.value_bytes + 300];
         baseline_result(service, config, value).await
     };
     let mut raw_extra = Vec::new();
-    if !config.no_raw
+    if row.raw
         && let Service::Etcd(server) = service
     {
         match raw::etcd_gets(
@@ -220,7 +338,9 @@ async fn measure(
         .filter(|r| r.per_second > 0.0)
         .map(|r| results[0].per_second / r.per_second);
     Ok(BackendReport {
-        backend: name.to_string(),
+        backend: row.name.to_string(),
+        auth: row.auth,
+        reviews: None,
         idle_rss_mib,
         phases: results,
         raw,

@@ -5,8 +5,20 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use apiserver_bench::target::{Backend, default_server_binary};
-use apiserver_bench::{Config, Mode, Sizes, run};
-use clap::Parser;
+use apiserver_bench::{Auth, Config, Mode, Sizes, run};
+use clap::{Parser, ValueEnum};
+
+/// `--auth`: which authentication each backend runs with.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum AuthChoice {
+    /// The server standalone, the load with its static admin token.
+    Static,
+    /// The server delegating to a real kube-apiserver + etcd on loopback ($KUBEBUILDER_ASSETS), the load as a
+    /// ServiceAccount through warm TokenReview and SubjectAccessReview caches.
+    Delegated,
+    /// Both, one after the other on each backend, in the same run and table.
+    Both,
+}
 
 #[derive(Parser)]
 #[command(
@@ -42,6 +54,12 @@ struct Cli {
     /// Concurrent clients (overrides the size preset).
     #[arg(long)]
     concurrency: Option<usize>,
+    /// Requests of the GET phase (overrides the size preset).
+    #[arg(long)]
+    gets: Option<usize>,
+    /// Authentication of the load: the static admin token, delegated to a core cluster, or both.
+    #[arg(long, value_enum, default_value_t = AuthChoice::Static)]
+    auth: AuthChoice,
     /// Also write the report as JSON here.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -60,6 +78,9 @@ async fn main() -> ExitCode {
     }
     if let Some(c) = cli.concurrency {
         sizes.concurrency = c;
+    }
+    if let Some(n) = cli.gets {
+        sizes.gets = n;
     }
     let mode = if let Some(kubeconfig) = cli.kubeconfig {
         Mode::Remote(kubeconfig)
@@ -82,6 +103,11 @@ async fn main() -> ExitCode {
         sizes,
         http1: cli.http1,
         no_raw: cli.no_raw,
+        auth: match cli.auth {
+            AuthChoice::Static => vec![Auth::Static],
+            AuthChoice::Delegated => vec![Auth::Delegated],
+            AuthChoice::Both => vec![Auth::Static, Auth::Delegated],
+        },
     };
     let report = match run(&config).await {
         Ok(report) => report,

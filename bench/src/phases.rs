@@ -100,6 +100,53 @@ impl Load {
         PhaseResult::from_outcomes(name, concurrency, start.elapsed(), &outcomes, ok)
     }
 
+    /// Unmeasured requests before the phases, the same whatever authenticates the load: a GET of every name the
+    /// get phase will ask for (404 now: the objects do not exist yet), then a dry-run create and a list. Under
+    /// delegated authentication and authorization they fill the server's token cache and its access-review cache
+    /// (one entry per verb and name), so the phases meet warm caches; the create comes last so that, when there
+    /// are more names than the cache holds, the create phase's one question is still among the newest. Any answer
+    /// other than the expected one (401 or 403 from missing RBAC, say) is an error.
+    pub async fn warm(self: &Arc<Self>) -> Result<(), String> {
+        let load = self.clone();
+        let gets = self
+            .parallel(
+                "warm",
+                self.sizes.concurrency,
+                self.sizes.objects,
+                404,
+                move |i| {
+                    let load = load.clone();
+                    async move {
+                        load.send(load.client.get(load.url(&format!("{TOPPINGS}/t-{i}"))))
+                            .await
+                    }
+                },
+            )
+            .await;
+        // 200: a server reached by kubeconfig may still hold objects of an earlier run.
+        if let Some((status, n)) = gets.errors.iter().find(|(status, _)| **status != 200) {
+            return Err(format!(
+                "warming up: {n} GETs of toppings answered {status}, not 404 (or 200)"
+            ));
+        }
+        let list = self
+            .send(self.client.get(self.url(&format!("{TOPPINGS}?limit=1"))))
+            .await;
+        let dry_run = self
+            .send(
+                self.client
+                    .post(self.url(&format!("{TOPPINGS}?dryRun=All")))
+                    .json(&self.topping("warm", 0.0)),
+            )
+            .await;
+        for (what, (_, status), ok) in [("list", list, 200), ("dry-run create", dry_run, 201)] {
+            if status != ok {
+                return Err(format!("warming up: {what} of toppings answered {status}"));
+            }
+        }
+        Ok(())
+    }
+
     pub async fn create(self: &Arc<Self>) -> PhaseResult {
         let load = self.clone();
         self.parallel(

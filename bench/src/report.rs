@@ -8,6 +8,9 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::Auth;
+use crate::delegated::Reviews;
+
 /// One phase (or one raw baseline).
 #[derive(Clone, Debug, Serialize)]
 pub struct PhaseResult {
@@ -83,6 +86,11 @@ impl PhaseResult {
 #[derive(Clone, Debug, Serialize)]
 pub struct BackendReport {
     pub backend: String,
+    /// How the load was authenticated and authorized.
+    pub auth: Auth,
+    /// With delegated authentication: the reviews the server asked of the core cluster from its start to its stop
+    /// (readiness and warm-up included; per phase in the phases' `extra`).
+    pub reviews: Option<Reviews>,
     /// The server's RSS once ready and idle, in MiB (when it runs as its own process).
     pub idle_rss_mib: Option<f64>,
     pub phases: Vec<PhaseResult>,
@@ -215,7 +223,74 @@ impl Report {
             if let Some(ratio) = backend.create_to_raw_ratio {
                 let _ = writeln!(out, "\nserver creates/s ÷ raw writes/s = {ratio:.2}");
             }
+            if let Some(r) = backend.reviews {
+                let _ = writeln!(
+                    out,
+                    "\nreviews the server asked of kube-apiserver from start to stop (warm-up included): {} TokenReviews, {} SubjectAccessReviews",
+                    r.token_reviews, r.subject_access_reviews
+                );
+                let cold: Vec<String> = backend
+                    .phases
+                    .iter()
+                    .filter(|p| p.name == "create" || p.name == "get")
+                    .filter_map(|p| {
+                        let n = p.extra.get("access_reviews")?.as_u64()?;
+                        (n > 0).then(|| format!("{} {n}", p.name))
+                    })
+                    .collect();
+                if !cold.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "warm-up did not hold, SubjectAccessReviews in: {} (the server's access-review cache has \
+                         one entry per verb and name: are there more names than it holds?)",
+                        cold.join(", ")
+                    );
+                }
+            }
+        }
+        let comparisons = self.auth_comparisons();
+        if !comparisons.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n## delegated vs static auth, same run\n| backend | phase | static req/s | delegated req/s | delegated ÷ static | static p99 ms | delegated p99 ms |\n|---|---|---|---|---|---|---|"
+            );
+            for line in comparisons {
+                let _ = writeln!(out, "{line}");
+            }
         }
         out
+    }
+
+    /// Table rows comparing each delegated backend's create and get phases with the same backend's static row.
+    fn auth_comparisons(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for delegated in self.backends.iter().filter(|b| b.auth == Auth::Delegated) {
+            let base = delegated
+                .backend
+                .strip_suffix(", delegated auth")
+                .unwrap_or(&delegated.backend);
+            let Some(static_row) = self
+                .backends
+                .iter()
+                .find(|b| b.auth == Auth::Static && b.backend == base)
+            else {
+                continue;
+            };
+            for phase in ["create", "get"] {
+                let find = |b: &BackendReport| b.phases.iter().find(|p| p.name == phase).cloned();
+                if let (Some(s), Some(d)) = (find(static_row), find(delegated)) {
+                    let ratio = if s.per_second > 0.0 {
+                        format!("{:.2}", d.per_second / s.per_second)
+                    } else {
+                        "-".into()
+                    };
+                    lines.push(format!(
+                        "| {base} | {phase} | {:.0} | {:.0} | {ratio} | {:.2} | {:.2} |",
+                        s.per_second, d.per_second, s.p99_ms, d.p99_ms
+                    ));
+                }
+            }
+        }
+        lines
     }
 }

@@ -2,7 +2,7 @@
 //! and produces sane numbers. No thresholds on time.
 
 use apiserver_bench::target::Backend;
-use apiserver_bench::{Config, Mode, Sizes, run};
+use apiserver_bench::{Auth, Config, Mode, Sizes, run};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn quick_run_produces_every_phase() {
@@ -12,6 +12,7 @@ async fn quick_run_produces_every_phase() {
         sizes: Sizes::quick(),
         http1: false,
         no_raw: false,
+        auth: vec![Auth::Static],
     };
     let report = run(&config).await.expect("the run completes");
     assert_eq!(report.backends.len(), 2);
