@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{MARGHERITA, TOPPINGS, TestServer};
+use support::{MARGHERITA, TOPPINGS, TestServer, call, parse};
 
 const GROUP: &str = "/apis/restaurant.programming-kubernetes.info";
 const PIZZAS: &str =
@@ -17,28 +17,6 @@ const PIZZAS: &str =
 const JSON: (&str, &str) = ("content-type", "application/json");
 const MERGE: (&str, &str) = ("content-type", "application/merge-patch+json");
 const OVEN: &str = "restaurant.programming-kubernetes.info/oven";
-
-fn parse(body: &[u8]) -> Value {
-    serde_json::from_slice(body)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)))
-}
-
-async fn call(
-    server: &TestServer,
-    method: &str,
-    path: &str,
-    header: Option<(&str, &str)>,
-    body: Value,
-) -> (u16, Value) {
-    let headers: Vec<(&str, &str)> = header.into_iter().collect();
-    let body = if body.is_null() {
-        Vec::new()
-    } else {
-        serde_json::to_vec(&body).unwrap()
-    };
-    let (code, _, body) = server.raw(method, path, &headers, body).await;
-    (code, parse(&body))
-}
 
 /// Creates a v1beta1 pizza with these finalizers and returns it.
 async fn pizza(server: &TestServer, name: &str, finalizers: &[&str]) -> Value {

@@ -4,7 +4,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{MARGHERITA, TOPPINGS, TestServer};
+use support::{MARGHERITA, TOPPINGS, TestServer, call, parse};
 
 const GROUP: &str = "/apis/restaurant.programming-kubernetes.info";
 const JSON: (&str, &str) = ("content-type", "application/json");
@@ -13,28 +13,6 @@ const JSON_PATCH: (&str, &str) = ("content-type", "application/json-patch+json")
 
 fn pizza(version: &str, name: &str) -> String {
     format!("{GROUP}/{version}/namespaces/default/pizzas/{name}")
-}
-
-fn parse(body: &[u8]) -> Value {
-    serde_json::from_slice(body)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)))
-}
-
-async fn call(
-    server: &TestServer,
-    method: &str,
-    path: &str,
-    header: Option<(&str, &str)>,
-    body: Value,
-) -> (u16, Value) {
-    let headers: Vec<(&str, &str)> = header.into_iter().collect();
-    let body = if body.is_null() {
-        Vec::new()
-    } else {
-        serde_json::to_vec(&body).unwrap()
-    };
-    let (code, _, body) = server.raw(method, path, &headers, body).await;
-    (code, parse(&body))
 }
 
 async fn setup(server: &TestServer) {

@@ -252,6 +252,31 @@ impl Drop for TestServer {
     }
 }
 
+/// The body as JSON, or a panic that shows it.
+pub fn parse(body: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(body)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)))
+}
+
+/// A request through the admin's client with at most one extra header and a JSON body (`null` for none): the
+/// status and the answer as JSON.
+pub async fn call(
+    server: &TestServer,
+    method: &str,
+    path: &str,
+    header: Option<(&str, &str)>,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let headers: Vec<(&str, &str)> = header.into_iter().collect();
+    let body = if body.is_null() {
+        Vec::new()
+    } else {
+        serde_json::to_vec(&body).expect("JSON body")
+    };
+    let (code, _, body) = server.raw(method, path, &headers, body).await;
+    (code, parse(&body))
+}
+
 /// Sends a request (a JSON body when given) and returns the status and the answer as JSON (or as a JSON string
 /// when it is not JSON).
 pub async fn send(
