@@ -3,7 +3,6 @@
 use async_trait::async_trait;
 
 use super::{SYSTEM_PRIVILEGED_GROUP, User};
-use crate::endpoints::RequestInfo;
 
 /// Paths every user may read without asking the authorizer. Upstream's delegating authorization allows the
 /// health paths; the discovery, version and OpenAPI paths are what upstream's RBAC grants
@@ -51,22 +50,6 @@ pub struct Attributes {
 }
 
 impl Attributes {
-    /// The attributes of a request made by `user`.
-    pub fn new(user: &User, info: &RequestInfo) -> Self {
-        Attributes {
-            user: user.clone(),
-            verb: info.verb.clone(),
-            is_resource_request: info.is_resource_request,
-            namespace: info.namespace.clone(),
-            api_group: info.api_group.clone(),
-            api_version: info.api_version.clone(),
-            resource: info.resource.clone(),
-            subresource: info.subresource.clone(),
-            name: info.name.clone(),
-            path: info.path.clone(),
-        }
-    }
-
     /// Upstream's forbidden text (`responsewriters.forbiddenMessage`), e.g.
     /// `User "x" cannot get resource "pizzas" in API group "g" in the namespace "ns"`.
     pub fn forbidden_message(&self) -> String {
@@ -297,16 +280,37 @@ impl Authorizer for UnionAuthorizer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoints::RequestInfoFactory;
 
-    fn attrs(method: &str, url: &str, user: User) -> Attributes {
-        let info = RequestInfoFactory::default()
-            .parse(
-                &http::Method::from_bytes(method.as_bytes()).unwrap(),
-                &url.parse().unwrap(),
-            )
-            .unwrap();
-        Attributes::new(&user, &info)
+    /// A `get` of a non-resource path.
+    fn path(path: &str, user: User) -> Attributes {
+        Attributes {
+            user,
+            verb: "get".into(),
+            path: path.into(),
+            ..Attributes::default()
+        }
+    }
+
+    /// A request about object `x` of a resource in group `g` (`namespace` empty for cluster scope).
+    fn resource(
+        verb: &str,
+        resource: &str,
+        subresource: &str,
+        namespace: &str,
+        user: User,
+    ) -> Attributes {
+        Attributes {
+            user,
+            verb: verb.into(),
+            is_resource_request: true,
+            namespace: namespace.into(),
+            api_group: "g".into(),
+            api_version: "v1".into(),
+            resource: resource.into(),
+            subresource: subresource.into(),
+            name: "x".into(),
+            path: String::new(),
+        }
     }
 
     #[test]
@@ -316,15 +320,15 @@ mod tests {
             ..User::default()
         };
         assert_eq!(
-            attrs("GET", "/apis/g/v1/namespaces/ns/pizzas/x", alice.clone()).forbidden_message(),
+            resource("get", "pizzas", "", "ns", alice.clone()).forbidden_message(),
             r#"User "alice" cannot get resource "pizzas" in API group "g" in the namespace "ns""#
         );
         assert_eq!(
-            attrs("PUT", "/apis/g/v1/toppings/x/status", alice.clone()).forbidden_message(),
+            resource("update", "toppings", "status", "", alice.clone()).forbidden_message(),
             r#"User "alice" cannot update resource "toppings/status" in API group "g" at the cluster scope"#
         );
         assert_eq!(
-            attrs("GET", "/metrics", alice).forbidden_message(),
+            path("/metrics", alice).forbidden_message(),
             r#"User "alice" cannot get path "/metrics""#
         );
     }
@@ -348,14 +352,14 @@ mod tests {
             ("/", false),
         ] {
             let (d, _) = p
-                .authorize(&attrs("GET", path, User::anonymous()))
+                .authorize(&self::path(path, User::anonymous()))
                 .await
                 .unwrap();
             assert_eq!(d == Decision::Allow, allowed, "{path}");
         }
         // Resource requests are never path-allowed.
         let (d, _) = p
-            .authorize(&attrs("GET", "/apis/g/v1/pizzas", User::anonymous()))
+            .authorize(&resource("list", "pizzas", "", "", User::anonymous()))
             .await
             .unwrap();
         assert_eq!(d, Decision::NoOpinion);
@@ -372,9 +376,9 @@ mod tests {
             groups: vec![SYSTEM_PRIVILEGED_GROUP.into()],
             ..User::default()
         };
-        let a = attrs("DELETE", "/apis/g/v1/pizzas", admin);
+        let a = resource("deletecollection", "pizzas", "", "", admin);
         assert_eq!(chain.authorize(&a).await.unwrap().0, Decision::Allow);
-        let a = attrs("DELETE", "/apis/g/v1/pizzas", User::anonymous());
+        let a = resource("deletecollection", "pizzas", "", "", User::anonymous());
         assert_eq!(chain.authorize(&a).await.unwrap().0, Decision::Deny);
     }
 }

@@ -25,7 +25,7 @@ pub async fn authorize(
     ) else {
         return internal_error("no RequestInfo or user found in the context");
     };
-    let attributes = Attributes::new(user, info);
+    let attributes = attributes(user, info);
     match authorizer.authorize(&attributes).await {
         Ok((Decision::Allow, _)) => next.run(request).await,
         Ok((_, reason)) => forbidden(&attributes, &reason),
@@ -36,6 +36,22 @@ pub async fn authorize(
                 go_quote(&request_uri(request.uri()))
             ))
         }
+    }
+}
+
+/// What the authorizer is asked about a request made by `user` (upstream's `GetAuthorizerAttributes`).
+pub fn attributes(user: &User, info: &RequestInfo) -> Attributes {
+    Attributes {
+        user: user.clone(),
+        verb: info.verb.clone(),
+        is_resource_request: info.is_resource_request,
+        namespace: info.namespace.clone(),
+        api_group: info.api_group.clone(),
+        api_version: info.api_version.clone(),
+        resource: info.resource.clone(),
+        subresource: info.subresource.clone(),
+        name: info.name.clone(),
+        path: info.path.clone(),
     }
 }
 
