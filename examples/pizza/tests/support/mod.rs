@@ -44,7 +44,20 @@ impl TestServer {
         ];
         argv.extend_from_slice(args);
         let options = Options::parse_from(argv);
-        let started = start(options).await.expect("server starts");
+        // A restart in the same process: the previous server's background tasks may still hold the embedded
+        // database (its lock is released when the last of them ends), so wait for it as a new process would not
+        // have to.
+        let mut attempts = 0;
+        let started = loop {
+            match start(options.clone()).await {
+                Ok(started) => break started,
+                Err(e) if attempts < 100 && e.to_string().contains("already open") => {
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("server starts: {e}"),
+            }
+        };
         let (stop, stopped) = oneshot::channel::<()>();
         let server = started.server;
         let task = tokio::spawn(async move {
