@@ -8,8 +8,10 @@ pub mod admission;
 pub mod auth;
 pub mod cluster;
 pub mod codec;
+pub mod controller;
 pub mod discovery;
 pub mod endpoints;
+pub mod fieldmanager;
 // A real kube-apiserver and etcd on loopback for end-to-end tests; only with the `testing` feature.
 #[cfg(feature = "testing")]
 pub mod envtest;

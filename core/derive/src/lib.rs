@@ -58,6 +58,12 @@ pub fn derive_hub(input: TokenStream) -> TokenStream {
 ///   the OpenAPI schema as `x-kubernetes-patch-strategy` / `x-kubernetes-patch-merge-key` (where kubectl reads
 ///   them) and used by the server to apply such patches. A list without it is replaced whole by a strategic merge
 ///   patch; a list of objects that merges needs a merge key, a list that may hold duplicates should not merge.
+/// - `list_type = "map"` with `list_map_keys = "name"` (comma-separated for several keys), `list_type = "set"` or
+///   `list_type = "atomic"`: how server-side apply merges the list and tracks who owns its items, published as
+///   `x-kubernetes-list-type` / `x-kubernetes-list-map-keys`. Without it a list with a merge patch strategy is a
+///   map list by its merge key (a set without one), any other list atomic, as upstream.
+/// - `map_type = "atomic"`: a map or struct that server-side apply replaces and owns whole
+///   (`x-kubernetes-map-type`).
 ///
 /// The derive also implements `apiserver::runtime::PatchMetadata` (the patch metadata of this struct and of the
 /// derived structs inside it); field names on the wire follow serde's `rename` and `rename_all`.
@@ -390,6 +396,9 @@ struct FieldOptions {
     skip: bool,
     patch_strategy: Option<LitStr>,
     patch_merge_key: Option<LitStr>,
+    list_type: Option<LitStr>,
+    list_map_keys: Option<LitStr>,
+    map_type: Option<LitStr>,
 }
 
 fn field_options(field: &syn::Field) -> syn::Result<FieldOptions> {
@@ -423,10 +432,30 @@ fn field_options(field: &syn::Field) -> syn::Result<FieldOptions> {
                 options.patch_strategy = Some(lit);
             } else if meta.path.is_ident("patch_merge_key") {
                 options.patch_merge_key = Some(meta.value()?.parse::<LitStr>()?);
+            } else if meta.path.is_ident("list_type") {
+                let lit = meta.value()?.parse::<LitStr>()?;
+                if !matches!(lit.value().as_str(), "atomic" | "set" | "map") {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        "list_type is one of \"atomic\", \"set\", \"map\"",
+                    ));
+                }
+                options.list_type = Some(lit);
+            } else if meta.path.is_ident("list_map_keys") {
+                options.list_map_keys = Some(meta.value()?.parse::<LitStr>()?);
+            } else if meta.path.is_ident("map_type") {
+                let lit = meta.value()?.parse::<LitStr>()?;
+                if !matches!(lit.value().as_str(), "atomic" | "granular") {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        "map_type is one of \"atomic\", \"granular\"",
+                    ));
+                }
+                options.map_type = Some(lit);
             } else {
                 return Err(meta.error(
-                    "unknown versioned field attribute; expected to_hub, from_hub, rename, skip, patch_strategy or \
-                     patch_merge_key",
+                    "unknown versioned field attribute; expected to_hub, from_hub, rename, skip, patch_strategy, \
+                     patch_merge_key, list_type, list_map_keys or map_type",
                 ));
             }
             Ok(())
@@ -442,6 +471,25 @@ fn field_options(field: &syn::Field) -> syn::Result<FieldOptions> {
             key.span(),
             "patch_merge_key needs patch_strategy = \"merge\"",
         ));
+    }
+    let is_map_list = options
+        .list_type
+        .as_ref()
+        .is_some_and(|t| t.value() == "map");
+    match (&options.list_map_keys, is_map_list) {
+        (Some(keys), false) => {
+            return Err(syn::Error::new(
+                keys.span(),
+                "list_map_keys needs list_type = \"map\"",
+            ));
+        }
+        (None, true) => {
+            return Err(syn::Error::new(
+                field.span(),
+                "list_type = \"map\" needs list_map_keys = \"key1,key2\"",
+            ));
+        }
+        _ => {}
     }
     if options.to_hub.is_some() != options.from_hub.is_some() {
         return Err(syn::Error::new(
@@ -502,9 +550,23 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
             };
             quote!(::apiserver::runtime::set_patch_metadata(field, #strategy, #key);)
         });
+        let list_type = options.list_type.as_ref().map(|list_type| {
+            let keys: Vec<String> = options
+                .list_map_keys
+                .as_ref()
+                .map(|k| k.value().split(',').map(|k| k.trim().to_string()).collect())
+                .unwrap_or_default();
+            quote!(::apiserver::runtime::set_list_type(field, #list_type, &[#(#keys),*]);)
+        });
+        let map_type = options
+            .map_type
+            .as_ref()
+            .map(|map_type| quote!(::apiserver::runtime::set_map_type(field, #map_type);));
         patch_fields.push(quote_spanned! {ty.span()=>
             if let ::std::option::Option::Some(field) = ::apiserver::runtime::schema_property(schema, #wire) {
                 #explicit
+                #list_type
+                #map_type
                 (&&::apiserver::runtime::PatchProbe::<#ty>::new()).annotate_field(field);
             }
         });

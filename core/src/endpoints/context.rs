@@ -111,7 +111,7 @@ impl WriteOptions {
     /// The negotiated answer, `dryRun` and `fieldValidation` (and a checked `fieldManager`); option errors name `options_kind`
     /// (`CreateOptions`, ...).
     pub fn parse(context: &Context, options_kind: &str) -> Result<Self, ApiError> {
-        // Not used yet (no managed fields are written), but refused as upstream refuses it.
+        // Checked first, as upstream; the handlers read it again for the field manager.
         context.params.field_manager(options_kind)?;
         Ok(WriteOptions {
             output: Output::negotiate(context, false)?,

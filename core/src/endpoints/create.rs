@@ -9,6 +9,7 @@ use http::StatusCode;
 use super::api::Endpoint;
 use super::context::{Context, WriteOptions, codec_error};
 use super::get::render_object;
+use super::managed_fields::Tracking;
 use super::output::finish;
 use crate::admission::{Attributes, Operation};
 use crate::codec::{FieldValidation, MediaType};
@@ -29,6 +30,7 @@ pub(super) async fn create<T: Resource>(
         let media_type = context.input_media_type()?;
         let body = context.read_body(body).await?;
         let mut object = decode_body(endpoint, &context, &body, media_type, validation)?;
+        Tracking::new(endpoint.store.codec(), &context, false).update(None, &mut object)?;
         let attributes = Attributes::new::<T>(
             Operation::Create,
             context.version(),

@@ -12,6 +12,7 @@ mod delete;
 mod get;
 mod json_patch;
 mod list;
+mod managed_fields;
 mod output;
 mod params;
 mod patch;

@@ -1,6 +1,7 @@
-//! PATCH with a JSON patch (RFC 6902), a JSON merge patch (RFC 7386) or a strategic merge patch, applied to the
-//! object in the request's version inside the store's update loop, so a conflicting write retries the patch on the
-//! new state. Server-side apply is not served yet (415).
+//! PATCH with a JSON patch (RFC 6902), a JSON merge patch (RFC 7386), a strategic merge patch or an apply patch
+//! (server-side apply, `application/apply-patch+yaml`), applied to the object in the request's version inside the
+//! store's update loop, so a conflicting write retries the patch on the new state. An apply creates the object
+//! when it does not exist; every patch keeps `metadata.managedFields`.
 
 use std::sync::Mutex;
 
@@ -16,18 +17,22 @@ use super::context::{Context, WriteOptions};
 use super::create::{LARGE_BODY_BYTES, cpu_heavy, decode_error};
 use super::get::render_object;
 use super::json_patch::JsonPatch;
+use super::managed_fields::Tracking;
 use super::output::finish;
+use super::params::options_invalid;
 use super::strategic_merge::{self, PatchSchema, StrategicMergeError};
 use super::update::{admit, attributes};
 use crate::admission::{Attributes, Chain, Operation};
 use crate::codec::json::replace_invalid_unicode;
-use crate::codec::{FieldValidation, MediaType, parse_content_type};
+use crate::codec::{FieldValidation, MediaType, parse_content_type, yaml_to_json};
 use crate::registry::{ApiError, Cause, Details, UpdatedObject};
 use crate::runtime::{Resource, ResourceCodec};
+use crate::validation::{ErrorList, FieldError, Path};
 
 const JSON_PATCH: &str = "application/json-patch+json";
 const MERGE_PATCH: &str = "application/merge-patch+json";
 const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+const APPLY_PATCH: &str = "application/apply-patch+yaml";
 /// Upstream's `maxJSONPatchOperations`.
 const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
@@ -36,6 +41,7 @@ enum PatchType {
     Json,
     Merge,
     StrategicMerge,
+    Apply,
 }
 
 pub(super) async fn patch<T: Resource>(
@@ -50,6 +56,7 @@ pub(super) async fn patch<T: Resource>(
             validation,
         } = WriteOptions::parse(&context, "PatchOptions")?;
         let patch_type = patch_type(context.header(header::CONTENT_TYPE))?;
+        let force = check_apply_options(&context, patch_type)?;
         let patch = context.read_body(body).await?;
         let attributes = attributes::<T>(&context, Operation::Update, dry_run);
         let patched = Patched {
@@ -62,6 +69,8 @@ pub(super) async fn patch<T: Resource>(
             admission: &endpoint.admission,
             attributes: &attributes,
             warnings: Mutex::new(Vec::new()),
+            tracking: Tracking::new(endpoint.store.codec(), &context, endpoint.store.is_status()),
+            force,
         };
         let written = endpoint
             .store
@@ -70,7 +79,7 @@ pub(super) async fn patch<T: Resource>(
                 context.name(),
                 &patched,
                 &endpoint.admission.validating(&attributes),
-                false,
+                patch_type == PatchType::Apply,
                 dry_run,
             )
             .await?;
@@ -96,14 +105,43 @@ fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
         JSON_PATCH => Ok(PatchType::Json),
         MERGE_PATCH => Ok(PatchType::Merge),
         STRATEGIC_MERGE_PATCH => Ok(PatchType::StrategicMerge),
+        APPLY_PATCH => Ok(PatchType::Apply),
         _ => Err(ApiError::new(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: {JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_MERGE_PATCH}"
+                "the body of the request was in an unknown format - accepted media types include: {JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_MERGE_PATCH}, {APPLY_PATCH}"
             ),
         )),
     }
+}
+
+/// `fieldManager` is required for an apply, `force` is for applies only (upstream `ValidatePatchOptions`).
+fn check_apply_options(context: &Context, patch_type: PatchType) -> Result<bool, ApiError> {
+    let force = context.params.bool("force")?;
+    let mut errors = ErrorList::default();
+    if patch_type == PatchType::Apply {
+        if context
+            .params
+            .get("fieldManager")
+            .unwrap_or_default()
+            .is_empty()
+        {
+            errors.push(FieldError::required(
+                Path::new("fieldManager"),
+                "is required for apply patch",
+            ));
+        }
+    } else if force.is_some() {
+        errors.push(FieldError::forbidden(
+            Path::new("force"),
+            "may not be specified for non-apply patch",
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(options_invalid("PatchOptions", &errors));
+    }
+    Ok(force.unwrap_or(false))
 }
 
 /// Upstream answers every failed JSON patch operation with this one text (`NewGenericServerResponse(422, ...)`
@@ -166,6 +204,9 @@ struct Patched<'a, T: Resource> {
     attributes: &'a Attributes,
     /// Field validation warnings of the last try.
     warnings: Mutex<Vec<String>>,
+    tracking: Tracking<'a, T>,
+    /// `force=true`: an apply takes over conflicting fields.
+    force: bool,
 }
 
 impl<T: Resource> Patched<'_, T> {
@@ -194,6 +235,7 @@ impl<T: Resource> Patched<'_, T> {
                     .map_err(|e| ApiError::bad_request(e.to_string()))?;
                 ::json_patch::merge(&mut document, &patch);
             }
+            PatchType::Apply => unreachable!("an apply patch is not applied to a document"),
             PatchType::StrategicMerge => {
                 let patch = decode_strategic_merge_patch(&self.patch)?;
                 let schema = self
@@ -209,9 +251,48 @@ impl<T: Resource> Patched<'_, T> {
     }
 }
 
+impl<T: Resource> Patched<'_, T> {
+    /// Server-side apply: the configuration (YAML or JSON) checked as a body of the endpoint's type would be, then
+    /// merged into the current object by the field manager.
+    fn server_side_apply(&self, current: Option<&T>) -> Result<T, ApiError> {
+        let (json, duplicates) = yaml_to_json(&self.patch)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+        let config: Value = serde_json::from_slice(&json)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+        if !config.is_object() {
+            return Err(ApiError::bad_request(
+                "error decoding YAML: json: cannot unmarshal into Go value of type map[string]interface {}",
+            ));
+        }
+        self.tracking.check_type(&config)?;
+        if self.validation == FieldValidation::Strict && !duplicates.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "error strict decoding YAML: {}",
+                duplicates.join(", ")
+            )));
+        }
+        let decoded = self
+            .codec
+            .decode(&json, MediaType::Json, self.version, self.validation)
+            .map_err(decode_error)?;
+        if let Ok(mut warnings) = self.warnings.lock() {
+            *warnings = if self.validation == FieldValidation::Ignore {
+                Vec::new()
+            } else {
+                duplicates.into_iter().chain(decoded.warnings).collect()
+            };
+        }
+        self.tracking.apply(current, &config, self.force)
+    }
+}
+
 #[async_trait]
 impl<T: Resource> UpdatedObject<T> for Patched<'_, T> {
     async fn updated(&self, current: Option<&T>) -> Result<T, ApiError> {
+        if self.patch_type == PatchType::Apply {
+            let object = cpu_heavy(|| self.server_side_apply(current))?;
+            return admit(self.admission, self.attributes, object, current).await;
+        }
         let current =
             current.ok_or_else(|| ApiError::not_found(&T::group_resource(), self.name))?;
         let patched = cpu_heavy(|| self.apply(current))?;
@@ -228,12 +309,8 @@ impl<T: Resource> UpdatedObject<T> for Patched<'_, T> {
         if let Ok(mut warnings) = self.warnings.lock() {
             *warnings = decoded.warnings;
         }
-        admit(
-            self.admission,
-            self.attributes,
-            decoded.object,
-            Some(current),
-        )
-        .await
+        let mut object = decoded.object;
+        self.tracking.update(Some(current), &mut object)?;
+        admit(self.admission, self.attributes, object, Some(current)).await
     }
 }

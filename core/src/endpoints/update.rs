@@ -10,6 +10,7 @@ use super::api::Endpoint;
 use super::context::{Context, WriteOptions};
 use super::create::decode_body;
 use super::get::render_object;
+use super::managed_fields::Tracking;
 use super::output::finish;
 use crate::admission::{Attributes, Chain, Operation};
 use crate::registry::{ApiError, UpdatedObject};
@@ -34,6 +35,7 @@ pub(super) async fn update<T: Resource>(
             object,
             admission: &endpoint.admission,
             attributes: &attributes,
+            tracking: Tracking::new(endpoint.store.codec(), &context, endpoint.store.is_status()),
         };
         let written = endpoint
             .store
@@ -93,22 +95,19 @@ pub(super) async fn admit<T: Resource>(
     Ok(object)
 }
 
-/// A PUT body, admitted against whatever is stored when the update is tried.
-struct Admitted<'a, T> {
+/// A PUT body, with its managed fields and admitted against whatever is stored when the update is tried.
+struct Admitted<'a, T: Resource> {
     object: T,
     admission: &'a Chain,
     attributes: &'a Attributes,
+    tracking: Tracking<'a, T>,
 }
 
 #[async_trait]
 impl<T: Resource> UpdatedObject<T> for Admitted<'_, T> {
     async fn updated(&self, current: Option<&T>) -> Result<T, ApiError> {
-        admit(
-            self.admission,
-            self.attributes,
-            self.object.clone(),
-            current,
-        )
-        .await
+        let mut object = self.object.clone();
+        self.tracking.update(current, &mut object)?;
+        admit(self.admission, self.attributes, object, current).await
     }
 }

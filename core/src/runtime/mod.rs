@@ -17,7 +17,7 @@ pub use patch::PatchMetadata;
 #[doc(hidden)]
 pub use patch::{
     AnnotateWithPatchMetadata, AnnotateWithoutPatchMetadata, PatchProbe, schema_property,
-    set_patch_metadata,
+    set_list_type, set_map_type, set_patch_metadata,
 };
 pub use resource::{PrinterColumn, Resource, Scope};
 pub use schema::openapi_schema;

@@ -109,6 +109,26 @@ pub fn set_patch_metadata(field: &mut Value, strategy: &str, merge_key: Option<&
     }
 }
 
+/// Sets a list field's `x-kubernetes-list-type` (and `x-kubernetes-list-map-keys` for a map list): how server-side
+/// apply merges it and who owns its items; used by the derive.
+#[doc(hidden)]
+pub fn set_list_type(field: &mut Value, list_type: &str, keys: &[&str]) {
+    if let Value::Object(map) = field {
+        map.insert("x-kubernetes-list-type".into(), list_type.into());
+        if !keys.is_empty() {
+            map.insert("x-kubernetes-list-map-keys".into(), keys.into());
+        }
+    }
+}
+
+/// Sets a map or struct field's `x-kubernetes-map-type` (`atomic`: owned and replaced whole); used by the derive.
+#[doc(hidden)]
+pub fn set_map_type(field: &mut Value, map_type: &str) {
+    if let Value::Object(map) = field {
+        map.insert("x-kubernetes-map-type".into(), map_type.into());
+    }
+}
+
 /// Lets the derive recurse into a field's type when (and only when) that type has [`PatchMetadata`]: the
 /// by-reference impl below is found first when it applies, the fallback does nothing. Not for direct use.
 #[doc(hidden)]

@@ -5,6 +5,7 @@
 //! `strategy` and `admission` are the per-type rules; `server` assembles the binary's server.
 
 pub mod admission;
+pub mod cost;
 pub mod restaurant;
 pub mod server;
 pub mod strategy;

@@ -12,6 +12,7 @@ use apiserver::auth::{
 };
 use apiserver::cluster::{CoreApiOptions, CoreCluster};
 use apiserver::codec::MediaType;
+use apiserver::controller::is_enabled;
 use apiserver::discovery::Discovery;
 use apiserver::endpoints::Api;
 use apiserver::openapi::OpenApi;
@@ -25,6 +26,7 @@ use apiserver_storage_sql::{SqlStorage, SqlStorageOptions};
 use base64::Engine;
 
 use crate::admission::{PIZZA_TOPPINGS, PizzaToppings};
+use crate::cost::{self, COST_CONTROLLER};
 use crate::restaurant::{Pizza, Topping};
 use crate::strategy::{PizzaStrategy, ToppingStrategy};
 use crate::{pizza_codec, topping_codec};
@@ -83,6 +85,11 @@ pub struct Options {
 
     #[command(flatten)]
     pub etcd: EtcdOptions,
+
+    /// The in-process controllers to run, as kube-controller-manager's flag: `*` for all (the default), `-name`
+    /// to leave one out. Known: pizza-cost (a pizza's status.cost from its toppings).
+    #[arg(long = "controllers", value_delimiter = ',', default_value = "*")]
+    pub controllers: Vec<String>,
 }
 
 /// Starting the server failed.
@@ -99,6 +106,8 @@ pub enum StartError {
     Cluster(#[from] apiserver::cluster::ClusterError),
     #[error("admission: {0}")]
     Admission(#[from] apiserver::admission::PluginError),
+    #[error("--controllers: {0}")]
+    Controllers(String),
     #[error(transparent)]
     Serve(#[from] ServeError),
 }
@@ -272,6 +281,18 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
                     .ok_or_else(|| "namespaces not yet synced from the core cluster".to_string())
             }
         }));
+    }
+    if is_enabled(&options.controllers, COST_CONTROLLER, &[COST_CONTROLLER])
+        .map_err(StartError::Controllers)?
+    {
+        let (pizzas, toppings) = (pizzas.clone(), toppings.clone());
+        builder = builder.post_start_hook(
+            format!("start-{COST_CONTROLLER}"),
+            move |shutdown| async move {
+                tokio::spawn(cost::run(pizzas, toppings, shutdown));
+                Ok(())
+            },
+        );
     }
     let server = builder
         .default_cert_dir(data_dir.join("certs"))

@@ -44,11 +44,15 @@ pub struct Pizza {
 #[versioned(hub = "restaurant::PizzaSpec")]
 pub struct PizzaSpec {
     /// The names of the toppings; a name given twice means two portions.
-    // No patch strategy: a strategic merge patch replaces the list whole. Merging it as a set would fold
-    // duplicates, which here are portions.
+    // Atomic: a strategic merge patch replaces the list whole and server-side apply owns it whole. Merging it as
+    // a set would fold duplicates, which here are portions.
     #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
     #[prost(string, repeated, tag = "1")]
-    #[versioned(to_hub = "fold_toppings", from_hub = "unfold_toppings")]
+    #[versioned(
+        to_hub = "fold_toppings",
+        from_hub = "unfold_toppings",
+        list_type = "atomic"
+    )]
     pub toppings: Vec<String>,
 }
 

@@ -44,10 +44,16 @@ pub struct Pizza {
 #[versioned(hub = "restaurant::PizzaSpec")]
 pub struct PizzaSpec {
     /// The toppings; order does not matter. A strategic merge patch (`kubectl patch`, `kubectl apply`) merges
-    /// toppings by name: a patch naming one topping changes only that one.
+    /// toppings by name: a patch naming one topping changes only that one. Server-side apply tracks each topping
+    /// by name: managers may own different toppings of one pizza.
     #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
     #[prost(message, repeated, tag = "1")]
-    #[versioned(patch_strategy = "merge", patch_merge_key = "name")]
+    #[versioned(
+        patch_strategy = "merge",
+        patch_merge_key = "name",
+        list_type = "map",
+        list_map_keys = "name"
+    )]
     pub toppings: Vec<PizzaTopping>,
 }
 

@@ -40,6 +40,26 @@ fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
         .expect("kubectl runs")
 }
 
+fn kubectl_stdin(kubeconfig: &Path, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("stdin written");
+    child.wait_with_output().expect("kubectl ends")
+}
+
 fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
     let out = kubectl(kubeconfig, args);
     assert!(
@@ -354,7 +374,19 @@ async fn through_the_aggregator(_cluster: &Cluster, admin: &Path) {
     let explained = kubectl_ok(admin, &["explain", "pizzas.spec"]);
     assert!(explained.contains("toppings"), "{explained}");
 
-    // The status subresource through the aggregator (authorized as pizzas/status).
+    // The status subresource through the aggregator (authorized as pizzas/status), and the cost controller: with
+    // mozzarella at 2.4 the margherita (mozzarella and tomato at 0.1) costs 2.5, which is also what is written.
+    kubectl_ok(
+        admin,
+        &[
+            "patch",
+            "topping",
+            "mozzarella",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cost":2.4}}"#,
+        ],
+    );
     kubectl_ok(
         admin,
         &[
@@ -369,22 +401,99 @@ async fn through_the_aggregator(_cluster: &Cluster, admin: &Path) {
             r#"{"status":{"cost":2.5}}"#,
         ],
     );
-    let status: Value = serde_json::from_str(&kubectl_ok(
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        status = serde_json::from_str(&kubectl_ok(
+            admin,
+            &[
+                "get",
+                "pizza",
+                "margherita",
+                "-n",
+                "default",
+                "--subresource=status",
+                "-o",
+                "json",
+            ],
+        ))
+        .unwrap();
+        if (status["status"]["cost"].as_f64().unwrap_or_default() - 2.5).abs() < 1e-9 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        (status["status"]["cost"].as_f64().unwrap_or_default() - 2.5).abs() < 1e-9,
+        "{status}"
+    );
+    assert_eq!(status["metadata"]["generation"], 1, "{status}");
+
+    // Server-side apply through the aggregator: kubectl reads the schema from the aggregated OpenAPI v3, two
+    // managers share the toppings, a conflict is refused with upstream's message.
+    let apply = |manager: &str, toppings: &str, extra: &[&str]| {
+        let manifest = format!(
+            "apiVersion: {GROUP}/v1beta1\nkind: Pizza\nmetadata:\n  name: applied\n  namespace: default\nspec:\n  toppings: {toppings}\n"
+        );
+        let mut args = vec![
+            "apply",
+            "--server-side",
+            "--field-manager",
+            manager,
+            "-f",
+            "-",
+        ];
+        args.extend_from_slice(extra);
+        kubectl_stdin(admin, &args, &manifest)
+    };
+    let out = apply("alice", r#"[{name: mozzarella, quantity: 2}]"#, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = apply("bob", r#"[{name: tomato, quantity: 1}]"#, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = apply(
+        "bob",
+        r#"[{name: tomato, quantity: 1}, {name: mozzarella, quantity: 3}]"#,
+        &[],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"Apply failed with 1 conflict: conflict with "alice": .spec.toppings[name="mozzarella"].quantity"#),
+        "{stderr}"
+    );
+    let applied: Value = serde_json::from_str(&kubectl_ok(
         admin,
         &[
             "get",
             "pizza",
-            "margherita",
+            "applied",
             "-n",
             "default",
-            "--subresource=status",
             "-o",
             "json",
+            "--show-managed-fields",
         ],
     ))
     .unwrap();
-    assert_eq!(status["status"]["cost"], 2.5, "{status}");
-    assert_eq!(status["metadata"]["generation"], 1, "{status}");
+    let managers: Vec<&str> = applied["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["manager"].as_str().unwrap())
+        .collect();
+    assert_eq!(managers, ["alice", "bob"], "{applied}");
+    assert_eq!(
+        applied["spec"]["toppings"].as_array().unwrap().len(),
+        2,
+        "{applied}"
+    );
 
     // A finalizer holds a deletion through the aggregator too; kubectl wait sees the end of it.
     let pizza = |args: &[&str]| {

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{MARGHERITA, TOPPINGS, TestServer, call, parse};
+use support::{MARGHERITA, NO_COST_CONTROLLER, TOPPINGS, TestServer, call, parse};
 
 const GROUP: &str = "/apis/restaurant.programming-kubernetes.info";
 const PIZZAS: &str =
@@ -316,7 +316,8 @@ async fn delete_answers_as_upstream() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn preconditions_dry_run_and_collections() {
-    let server = TestServer::start(&[]).await;
+    // Exact resource versions and a dry-run answer equal to the stored object: no controller writes meanwhile.
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
     let created = pizza(&server, "p", &[]).await;
     let uid = created["metadata"]["uid"].as_str().unwrap();

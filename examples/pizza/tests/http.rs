@@ -431,8 +431,8 @@ async fn admission_validation_and_concurrency() {
         )
         .await;
     assert_eq!(code, 403);
-    // Server-side apply is not served.
-    let (code, _, _) = server
+    // Server-side apply needs a field manager.
+    let (code, _, body) = server
         .raw(
             "PATCH",
             &path,
@@ -440,7 +440,11 @@ async fn admission_validation_and_concurrency() {
             b"{}".to_vec(),
         )
         .await;
-    assert_eq!(code, 415);
+    assert_eq!(code, 422);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&body).unwrap()["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+    );
 
     // Delete by label selector returns what it deleted.
     let (code, _, body) = server

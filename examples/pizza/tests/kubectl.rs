@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{MARGHERITA, TOPPINGS, TestServer};
+use support::{MARGHERITA, NO_COST_CONTROLLER, TOPPINGS, TestServer};
 
 const PIZZAS_V1ALPHA1: &str = "pizzas.v1alpha1.restaurant.programming-kubernetes.info";
 
@@ -234,7 +234,7 @@ async fn create_get_list_patch_delete() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn get_watch_sees_added_modified_deleted() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
     let mut watch = Command::new("kubectl")
         .arg("--kubeconfig")

@@ -4,7 +4,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{MARGHERITA, TOPPINGS, TestServer, call, parse};
+use support::{MARGHERITA, NO_COST_CONTROLLER, TOPPINGS, TestServer, call, parse};
 
 const GROUP: &str = "/apis/restaurant.programming-kubernetes.info";
 const JSON: (&str, &str) = ("content-type", "application/json");
@@ -22,7 +22,7 @@ async fn setup(server: &TestServer) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_reads_and_patches_status() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     setup(&server).await;
     let out = server.kubectl_ok(&[
         "patch",
@@ -78,7 +78,7 @@ async fn kubectl_reads_and_patches_status() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn main_resource_ignores_status_and_status_ignores_the_rest() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     setup(&server).await;
     for version in ["v1alpha1", "v1beta1"] {
         let name = format!("p-{version}");

@@ -1,0 +1,102 @@
+//! The cost controller: a pizza's `status.cost` is the sum over its toppings of quantity × the topping's cost. An
+//! in-process controller keeps it current, through the status subresource, when a pizza is written or a
+//! topping's cost changes; users cannot set it (the main resource ignores status).
+
+use apiserver::controller::{Controller, ObjectKey, Reconciler};
+use apiserver::registry::{ApiError, ListRequest, NoAdmission, Store, UpdatedObject};
+use apiserver::server::ShutdownSignal;
+use async_trait::async_trait;
+
+use crate::restaurant::{Pizza, Topping};
+
+/// The controller's name in `--controllers`, in logs and in its post-start hook.
+pub const COST_CONTROLLER: &str = "pizza-cost";
+
+/// Runs the controller until the server shuts down.
+pub async fn run(pizzas: Store<Pizza>, toppings: Store<Topping>, shutdown: ShutdownSignal) {
+    let users = pizzas.clone();
+    Controller::new(COST_CONTROLLER)
+        .owns(pizzas.clone())
+        .watches(toppings.clone(), move |topping: Topping| {
+            let pizzas = users.clone();
+            async move { pizzas_with(&pizzas, &topping.metadata.name).await }
+        })
+        .run(CostReconciler { pizzas, toppings }, shutdown)
+        .await;
+}
+
+/// Every pizza that has the topping (a list per topping change: fine for a sample's numbers).
+async fn pizzas_with(pizzas: &Store<Pizza>, topping: &str) -> Vec<ObjectKey> {
+    match pizzas.list(None, &ListRequest::default()).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter(|pizza| pizza.spec.toppings.iter().any(|t| t.name == topping))
+            .map(ObjectKey::of)
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, "listing pizzas for a topping change failed");
+            Vec::new()
+        }
+    }
+}
+
+struct CostReconciler {
+    pizzas: Store<Pizza>,
+    toppings: Store<Topping>,
+}
+
+impl Reconciler for CostReconciler {
+    async fn reconcile(&self, key: &ObjectKey) -> Result<(), ApiError> {
+        let namespace = key.namespace.as_deref();
+        let pizza = match self.pizzas.get(namespace, &key.name, None).await {
+            Ok(pizza) => pizza,
+            Err(e) if e.code == 404 => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut cost = 0.0;
+        for topping in &pizza.spec.toppings {
+            match self.toppings.get(None, &topping.name, None).await {
+                Ok(found) => cost += found.spec.cost * f64::from(topping.quantity),
+                // A topping deleted since: it costs nothing until it exists again (its creation requeues).
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if pizza.status.cost == cost {
+            return Ok(());
+        }
+        let written = self
+            .pizzas
+            .status()
+            .update(
+                namespace,
+                &key.name,
+                &SetCost { pizza, cost },
+                &NoAdmission,
+                false,
+                false,
+            )
+            .await;
+        match written {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The status update: the cost, on the pizza as read (a pizza changed since conflicts and is reconciled again).
+struct SetCost {
+    pizza: Pizza,
+    cost: f64,
+}
+
+#[async_trait]
+impl UpdatedObject<Pizza> for SetCost {
+    async fn updated(&self, _current: Option<&Pizza>) -> Result<Pizza, ApiError> {
+        let mut pizza = self.pizza.clone();
+        pizza.status.cost = self.cost;
+        Ok(pizza)
+    }
+}
