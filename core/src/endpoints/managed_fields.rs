@@ -94,12 +94,18 @@ impl<'a, T: Resource> Tracking<'a, T> {
         }
     }
 
+    /// The object as the field manager compares it: its JSON in the request's version without empty maps, empty
+    /// lists and nulls. A typed object cannot tell an empty field from an absent one; a custom resource keeps what
+    /// was sent, and upstream's managed fields for it are what this server matches (a first write of `status` owns
+    /// `status` itself, as for a custom resource).
     fn to_value(&self, object: &T) -> Result<Value, ApiError> {
         let encoded = self
             .codec
             .encode(object, self.version, MediaType::Json)
             .map_err(ApiError::internal)?;
-        serde_json::from_slice(&encoded).map_err(ApiError::internal)
+        let mut value: Value = serde_json::from_slice(&encoded).map_err(ApiError::internal)?;
+        drop_empty(&mut value);
+        Ok(value)
     }
 
     fn with<R>(&self, f: impl FnOnce(&FieldManager<'_>) -> R) -> R {
@@ -178,10 +184,29 @@ impl<'a, T: Resource> Tracking<'a, T> {
     }
 }
 
+/// Removes empty maps, empty lists and nulls below `value`, innermost first.
+fn drop_empty(value: &mut Value) {
+    let empty = |v: &Value| match v {
+        Value::Null => true,
+        Value::Object(map) => map.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        _ => false,
+    };
+    match value {
+        Value::Object(map) => {
+            map.values_mut().for_each(drop_empty);
+            map.retain(|_, v| !empty(v));
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_empty),
+        _ => {}
+    }
+}
+
 fn apply_error(error: ApplyError) -> ApiError {
     match error {
         ApplyError::BadRequest(message) => ApiError::bad_request(message),
-        ApplyError::Internal(message) => ApiError::internal(message),
+        // Upstream answers these with a bare Status (no reason): errors its handler did not expect.
+        ApplyError::Internal(message) => ApiError::new(500, "", message),
         ApplyError::Conflicts { message, causes } => {
             let mut error = ApiError::new(409, "Conflict", message);
             error.details = Some(Box::new(Details {

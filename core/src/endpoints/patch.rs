@@ -255,8 +255,11 @@ impl<T: Resource> Patched<'_, T> {
     /// Server-side apply: the configuration (YAML or JSON) checked as a body of the endpoint's type would be, then
     /// merged into the current object by the field manager.
     fn server_side_apply(&self, current: Option<&T>) -> Result<T, ApiError> {
-        let (json, duplicates) = yaml_to_json(&self.patch)
-            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+        let (json, duplicates) = yaml_to_json(&self.patch).map_err(|e| {
+            ApiError::bad_request(format!(
+                "error decoding YAML: error converting YAML to JSON: {e}"
+            ))
+        })?;
         let config: Value = serde_json::from_slice(&json)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
         if !config.is_object() {
@@ -265,6 +268,9 @@ impl<T: Resource> Patched<'_, T> {
             ));
         }
         self.tracking.check_type(&config)?;
+        let object = self.tracking.apply(current, &config, self.force)?;
+        // As upstream, field validation comes after the apply: unknown fields already failed it; what is left is
+        // repeated keys and the type's own decoding.
         if self.validation == FieldValidation::Strict && !duplicates.is_empty() {
             return Err(ApiError::bad_request(format!(
                 "error strict decoding YAML: {}",
@@ -282,7 +288,7 @@ impl<T: Resource> Patched<'_, T> {
                 duplicates.into_iter().chain(decoded.warnings).collect()
             };
         }
-        self.tracking.apply(current, &config, self.force)
+        Ok(object)
     }
 }
 

@@ -252,25 +252,22 @@ impl FieldManager<'_> {
         let empty = Value::Object(Default::default());
         let live_value = self.versioned(live.map(|(v, _)| v).unwrap_or(&empty));
         let schema = TypeRef(self.versions.schema(self.api_version));
-        let mut value = config.clone();
-        let type_meta: Vec<(String, Value)> = ["apiVersion", "kind"]
-            .iter()
-            .filter_map(|k| Some((k.to_string(), config.get(*k)?.clone())))
-            .collect();
-        typed::drop_undeclared(&mut value, schema);
-        if let Value::Object(map) = &mut value {
-            map.extend(type_meta);
+        // `apiVersion` and `kind` were checked above; the schema is of the rest.
+        let mut body = config.clone();
+        if let Value::Object(map) = &mut body {
+            map.remove("apiVersion");
+            map.remove("kind");
         }
-        let config_value = Versioned {
-            value,
-            api_version: self.api_version.to_string(),
-        };
-        typed::validate(&config_value.value, schema, false).map_err(|e| {
+        typed::validate(&body, schema, false).map_err(|e| {
             ApplyError::Internal(format!(
                 "failed to create typed patch object ({}): {e}",
                 self.describe(config)
             ))
         })?;
+        let config_value = Versioned {
+            value: config.clone(),
+            api_version: self.api_version.to_string(),
+        };
         if managed.fields.is_empty() {
             // The fields of an object nobody tracked belong to "before-first-apply".
             managed = self
@@ -298,21 +295,32 @@ impl FieldManager<'_> {
             versions: self.versions,
             ignored: &ignored,
         };
-        let applied = updater
-            .apply(
-                &live_value,
-                &config_value,
-                &mut managed.fields,
-                &applier,
-                force,
-            )
-            .map_err(|e| match e {
-                UpdateError::Conflicts(conflicts) => conflict_error(conflicts),
-                UpdateError::Invalid(e) => {
-                    ApplyError::Internal(format!("failed to merge config: {e}"))
-                }
-                UpdateError::Internal(e) => ApplyError::Internal(e),
-            })?;
+        let mut fields = managed.fields.clone();
+        let mut result = updater.apply(&live_value, &config_value, &mut fields, &applier, force);
+        // kubectl taking over from its client-side apply: conflicts on fields the last-applied annotation set (to
+        // the values they still have) are not conflicts (upstream's lastAppliedManager).
+        if manager == "kubectl"
+            && let Err(UpdateError::Conflicts(conflicts)) = &result
+            && let Some(allowed) = self.allowed_by_last_applied(&live_value.value)
+        {
+            let remaining: Vec<(Manager, Path)> = conflicts
+                .iter()
+                .filter(|(_, path)| !allowed.has(path))
+                .cloned()
+                .collect();
+            result = if remaining.is_empty() {
+                fields = managed.fields.clone();
+                updater.apply(&live_value, &config_value, &mut fields, &applier, true)
+            } else {
+                Err(UpdateError::Conflicts(remaining))
+            };
+        }
+        managed.fields = fields;
+        let applied = result.map_err(|e| match e {
+            UpdateError::Conflicts(conflicts) => conflict_error(conflicts),
+            UpdateError::Invalid(e) => ApplyError::Internal(format!("failed to merge config: {e}")),
+            UpdateError::Internal(e) => ApplyError::Internal(e),
+        })?;
         strip_meta(&mut managed.fields, &applier);
         if applied.is_some() {
             managed.times.insert(applier.clone(), Some(Time::now()));
@@ -325,6 +333,28 @@ impl FieldManager<'_> {
             object,
             managed_fields: encode(&managed),
         })
+    }
+
+    /// The fields the live object's last-applied annotation (kubectl's client-side apply) set and that still have
+    /// the values it set; `None` without a usable annotation.
+    fn allowed_by_last_applied(&self, live: &Value) -> Option<Set> {
+        let text = live
+            .get("metadata")?
+            .get("annotations")?
+            .get(LAST_APPLIED_ANNOTATION)?
+            .as_str()?;
+        let last: Value = serde_json::from_str(text).ok()?;
+        if last.get("apiVersion").and_then(Value::as_str) != Some(self.api_version) {
+            return None;
+        }
+        let schema = TypeRef(self.versions.schema(self.api_version));
+        let changed = typed::compare(&last, live, schema).ok()?;
+        Some(
+            typed::to_field_set(&last, schema)
+                .difference(&changed.modified)
+                .difference(&changed.added)
+                .difference(&changed.removed),
+        )
     }
 
     /// `namespace/name; group/version, Kind=kind` as upstream names an object in errors.

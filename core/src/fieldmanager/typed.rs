@@ -113,8 +113,8 @@ fn as_map(value: Option<&Value>) -> Option<&Map<String, Value>> {
     }
 }
 
-/// Checks what the walkers rely on: every item of a map list has its keys, set items are scalars, and (unless
-/// `allow_duplicates`) no two items share a key.
+/// Checks what the walkers rely on: every field is declared, every item of a map list has its keys, set items
+/// are scalars, and (unless `allow_duplicates`) no two items share a key.
 pub fn validate(
     value: &Value,
     ty: TypeRef<'_>,
@@ -164,38 +164,16 @@ fn validate_at(
             if atomic {
                 return;
             }
+            let closed = ty.closed_fields();
             for (key, child) in as_map(Some(value)).into_iter().flatten() {
                 let (child_ty, _) = TypeRef::field(fields, elements, key);
                 path.push(PathElement::Field(key.clone()));
-                validate_at(child, child_ty, dups, path, errors);
+                if closed.is_some_and(|declared| !declared.contains_key(key)) {
+                    errors.push(path, "field not declared in schema");
+                } else {
+                    validate_at(child, child_ty, dups, path, errors);
+                }
                 path.pop();
-            }
-        }
-    }
-}
-
-/// `value` without the fields its schema does not declare (as a custom resource's are pruned), so that nobody
-/// owns them.
-pub fn drop_undeclared(value: &mut Value, ty: TypeRef<'_>) {
-    match ty.atom(Some(value)) {
-        Atom::Scalar => {}
-        Atom::List { items, .. } => {
-            if let Value::Array(list) = value {
-                list.iter_mut()
-                    .for_each(|item| drop_undeclared(item, items));
-            }
-        }
-        Atom::Map {
-            fields, elements, ..
-        } => {
-            let closed = ty.closed_fields();
-            if let Value::Object(map) = value {
-                if let Some(declared) = closed {
-                    map.retain(|key, _| declared.contains_key(key));
-                }
-                for (key, child) in map.iter_mut() {
-                    drop_undeclared(child, TypeRef::field(fields, elements, key).0);
-                }
             }
         }
     }

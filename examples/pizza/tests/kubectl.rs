@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{MARGHERITA, NO_COST_CONTROLLER, TOPPINGS, TestServer};
+use support::{MARGHERITA, NO_COST_CONTROLLER, TOPPINGS, TestServer, parse};
 
 const PIZZAS_V1ALPHA1: &str = "pizzas.v1alpha1.restaurant.programming-kubernetes.info";
 
@@ -463,4 +463,68 @@ spec:
         "jsonpath={.metadata.resourceVersion}",
     ]);
     assert_eq!(before, after);
+}
+
+/// Moving from client-side to server-side apply, as users of Helm, Flux and Argo CD do: the first
+/// `kubectl apply --server-side` over an object `kubectl apply` made takes over the fields the last-applied
+/// annotation set without conflicts, another manager's field still conflicts, and `--force-conflicts` takes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn client_side_apply_then_server_side_apply() {
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
+    server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
+    let manifest = |toppings: &str| {
+        format!(
+            "apiVersion: restaurant.programming-kubernetes.info/v1beta1\nkind: Pizza\nmetadata:\n  name: csa\nspec:\n  toppings: {toppings}\n"
+        )
+    };
+    server.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        &manifest("[{name: mozzarella, quantity: 1}, {name: tomato, quantity: 1}]"),
+    );
+    server.kubectl_ok(&["label", "pizza", "csa", "owner=someone"]);
+    let out = server.kubectl_stdin_ok(
+        &["apply", "--server-side", "-f", "-"],
+        &manifest("[{name: mozzarella, quantity: 2}, {name: tomato, quantity: 1}]"),
+    );
+    assert!(out.contains("serverside-applied"), "{out}");
+    let pizza = parse(
+        server
+            .kubectl_ok(&["get", "pizza", "csa", "-o", "json", "--show-managed-fields"])
+            .as_bytes(),
+    );
+    assert_eq!(pizza["spec"]["toppings"][0]["quantity"], 2, "{pizza}");
+    let applied =
+        pizza["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .unwrap();
+    assert!(applied.contains(r#""quantity":2"#), "{applied}");
+    let managers: Vec<&str> = pizza["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["manager"].as_str().unwrap())
+        .collect();
+    assert!(managers.contains(&"kubectl"), "{managers:?}");
+
+    // A label another manager set is theirs: applying a different value conflicts, forcing takes it.
+    let labelled = "apiVersion: restaurant.programming-kubernetes.info/v1beta1\nkind: Pizza\nmetadata:\n  name: csa\n  labels: {owner: me}\nspec:\n  toppings: [{name: mozzarella, quantity: 2}, {name: tomato, quantity: 1}]\n";
+    let out = server.kubectl_stdin(&["apply", "--server-side", "-f", "-"], labelled);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"conflict with "kubectl-label" using restaurant.programming-kubernetes.info/v1beta1: .metadata.labels.owner"#),
+        "{stderr}"
+    );
+    server.kubectl_stdin_ok(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        labelled,
+    );
+    let out = server.kubectl_ok(&[
+        "get",
+        "pizza",
+        "csa",
+        "-o",
+        "jsonpath={.metadata.labels.owner}",
+    ]);
+    assert_eq!(out, "me");
 }
