@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 source scripts/packages.sh
 source scripts/envtest.sh
 # Tests also start real etcd and Postgres servers and drive the server with kubectl (installed on the machine);
-# xz-utils unpacks the envtest binaries.
-ensure_packages "${BUILD_PACKAGES[@]}" etcd-server postgresql-15 python3-venv xz-utils
+# xz-utils unpacks the envtest binaries; jq is in a recorded kubectl sequence the managedFields golden test replays.
+ensure_packages "${BUILD_PACKAGES[@]}" etcd-server postgresql-15 python3-venv xz-utils jq
 
 # A real kube-apiserver and etcd for the envtest tests (core/tests/envtest.rs): KUBEBUILDER_ASSETS, or unpacked from
 # ../shared/envtest next to the build.

@@ -21,6 +21,10 @@ use syn::{Data, DeriveInput, Fields, LitInt, LitStr, Path};
 /// - `shortname = "..."`, `category = "..."`, `subresource = "status"`: repeatable.
 /// - `printcolumn(name = "...", type_ = "...", json_path = "...", format = "...", description = "...",
 ///   priority = N)`: an extra `kubectl get` column (repeatable).
+/// - `status`: a `status` subresource (the type needs a `status` field).
+/// - `scale(spec_replicas = ".spec.replicas", status_replicas = ".status.replicas", label_selector =
+///   ".status.selector")`: a `scale` subresource serving `autoscaling/v1` `Scale` (for `kubectl scale` and
+///   autoscalers), reading and writing replicas at these JSON paths of the served versions, as a CRD declares it.
 /// - `selectable_field = "spec.cost"`: a field path usable in field selectors (repeatable); its value is read from
 ///   the hub by turning each camelCase segment into the snake_case Rust field and formatting it with `Display`.
 ///
@@ -122,6 +126,7 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
     let mut subresources = Vec::new();
     let mut selectable = Vec::new();
     let mut columns = Vec::new();
+    let mut scale: Option<(String, String, String)> = None;
     for attr in input.attrs.iter().filter(|a| a.path().is_ident("resource")) {
         attr.parse_nested_meta(|meta| {
             let string = |meta: &syn::meta::ParseNestedMeta| -> syn::Result<String> {
@@ -145,6 +150,32 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
                 subresources.push(string(&meta)?);
             } else if meta.path.is_ident("status") {
                 subresources.push("status".to_string());
+            } else if meta.path.is_ident("scale") {
+                let (mut spec, mut status, mut selector) = (String::new(), String::new(), String::new());
+                meta.parse_nested_meta(|inner| {
+                    if inner.path.is_ident("spec_replicas") {
+                        spec = string(&inner)?;
+                    } else if inner.path.is_ident("status_replicas") {
+                        status = string(&inner)?;
+                    } else if inner.path.is_ident("label_selector") {
+                        selector = string(&inner)?;
+                    } else {
+                        return Err(inner.error(
+                            "unknown scale attribute; expected spec_replicas, status_replicas or label_selector",
+                        ));
+                    }
+                    Ok(())
+                })?;
+                for path in [&spec, &status, &selector] {
+                    if !path.is_empty() && !path.starts_with('.') {
+                        return Err(meta.error("scale paths are JSON paths like \".spec.replicas\""));
+                    }
+                }
+                if spec.is_empty() || status.is_empty() {
+                    return Err(meta.error("scale needs spec_replicas and status_replicas"));
+                }
+                subresources.push("scale".to_string());
+                scale = Some((spec, status, selector));
             } else if meta.path.is_ident("selectable_field") {
                 let lit = meta.value()?.parse::<LitStr>()?;
                 selectable.push((lit.value(), lit.span()));
@@ -184,7 +215,7 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
             } else {
                 return Err(meta.error(
                     "unknown resource attribute; expected group, kind, plural, singular, namespaced, shortname, \
-                     category, subresource, status, selectable_field or printcolumn",
+                     category, subresource, status, scale, selectable_field or printcolumn",
                 ));
             }
             Ok(())
@@ -251,6 +282,16 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
     } else {
         quote!()
     };
+    let scale_paths = match &scale {
+        Some((spec, status, selector)) => quote! {
+            fn scale_paths() -> ::std::option::Option<::apiserver::runtime::ScalePaths> {
+                ::std::option::Option::Some(::apiserver::runtime::ScalePaths {
+                    spec_replicas: #spec, status_replicas: #status, label_selector: #selector,
+                })
+            }
+        },
+        None => quote!(),
+    };
     let name = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     Ok(quote! {
@@ -275,6 +316,8 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
             }
 
             #copy_status
+
+            #scale_paths
 
             fn selectable_field(&self, path: &str) -> ::std::option::Option<::std::string::String> {
                 match path {

@@ -225,14 +225,23 @@ fn api_group(group: &Group) -> APIGroup {
 /// A kind's resource and then its subresources (`pizzas/status`), as upstream lists them.
 fn api_resources(kind: &KindDescription) -> Vec<APIResource> {
     let mut resources = vec![api_resource(kind)];
-    for subresource in kind.subresources.iter().filter(|s| **s == "status") {
+    for subresource in kind
+        .subresources
+        .iter()
+        .filter(|s| matches!(**s, "status" | "scale"))
+    {
+        // A scale subresource answers `autoscaling/v1` `Scale`, which upstream names here.
+        let (group, version, response_kind) = match *subresource {
+            "scale" => ("autoscaling", "v1", "Scale"),
+            _ => ("", "", kind.kind),
+        };
         resources.push(APIResource {
             name: format!("{}/{subresource}", kind.plural),
             singular_name: String::new(),
             namespaced: kind.namespaced,
-            group: String::new(),
-            version: String::new(),
-            kind: kind.kind.to_string(),
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: response_kind.to_string(),
             verbs: Verbs {
                 items: STATUS_VERBS.iter().map(|v| v.to_string()).collect(),
             },
@@ -282,13 +291,20 @@ fn resource_discovery(kind: &KindDescription, version: &str) -> APIResourceDisco
         subresources: kind
             .subresources
             .iter()
-            .filter(|s| **s == "status")
+            .filter(|s| matches!(**s, "status" | "scale"))
             .map(|subresource| APISubresourceDiscovery {
                 subresource: subresource.to_string(),
-                response_kind: Some(crate::meta::GroupVersionKind {
-                    group: kind.group.to_string(),
-                    version: version.to_string(),
-                    kind: kind.kind.to_string(),
+                response_kind: Some(match *subresource {
+                    "scale" => crate::meta::GroupVersionKind {
+                        group: "autoscaling".to_string(),
+                        version: "v1".to_string(),
+                        kind: "Scale".to_string(),
+                    },
+                    _ => crate::meta::GroupVersionKind {
+                        group: kind.group.to_string(),
+                        version: version.to_string(),
+                        kind: kind.kind.to_string(),
+                    },
                 }),
                 accepted_types: Vec::new(),
                 verbs: STATUS_VERBS.iter().map(|v| v.to_string()).collect(),

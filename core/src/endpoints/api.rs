@@ -116,6 +116,17 @@ impl Api {
                 Arc::new(status),
             );
         }
+        if let Some(paths) = T::scale_paths() {
+            let scale = super::scale::ScaleEndpoint {
+                store: store.clone(),
+                admission: self.admission.clone(),
+                paths,
+            };
+            self.resources.insert(
+                (T::GROUP.to_string(), format!("{}/scale", T::PLURAL)),
+                Arc::new(scale),
+            );
+        }
         let endpoint = Endpoint {
             store,
             admission: self.admission.clone(),
@@ -180,7 +191,7 @@ impl Api {
             Err(NoRoute::NotFound) => return not_found(),
             Err(NoRoute::MethodNotAllowed) => return method_not_allowed(),
         };
-        // A subresource (`status`) answers get, update and patch of one object, as upstream's status REST.
+        // A subresource (`status`, `scale`) answers get, update and patch of one object, as upstream's REST.
         if subresource && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
             return method_not_allowed();
         }

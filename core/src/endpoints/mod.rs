@@ -17,6 +17,7 @@ mod output;
 mod params;
 mod patch;
 pub mod request_info;
+mod scale;
 pub mod strategic_merge;
 mod table;
 mod update;

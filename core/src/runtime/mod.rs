@@ -19,7 +19,7 @@ pub use patch::{
     AnnotateWithPatchMetadata, AnnotateWithoutPatchMetadata, PatchProbe, schema_property,
     set_list_type, set_map_type, set_patch_metadata,
 };
-pub use resource::{PrinterColumn, Resource, Scope};
+pub use resource::{PrinterColumn, Resource, ScalePaths, Scope};
 pub use schema::openapi_schema;
 pub use scheme::{DecodeError, Decoded, EncodeError, KindDescription, ResourceCodec};
 pub use versioned::Versioned;

@@ -25,6 +25,17 @@ pub struct PrinterColumn {
     pub priority: i32,
 }
 
+/// The `scale` subresource of a type, as a CRD declares it: JSON paths (`.spec.replicas`) in its served versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// The desired replicas, written by `kubectl scale` and autoscalers.
+    pub spec_replicas: &'static str,
+    /// The observed replicas.
+    pub status_replicas: &'static str,
+    /// A label selector in its string form (`a=b,c in (d)`), for autoscalers; empty when there is none.
+    pub label_selector: &'static str,
+}
+
 /// A hub (internal) type that is served as a resource: its name in URLs, its scope, and how kubectl shows it.
 ///
 /// Implemented by `#[derive(Hub)]`; the registry, storage keys, discovery and OpenAPI are all generic over it.
@@ -54,6 +65,11 @@ pub trait Resource: Clone + std::fmt::Debug + Default + PartialEq + Send + Sync 
     /// Whether the type serves a `status` subresource.
     fn has_status_subresource() -> bool {
         Self::SUBRESOURCES.contains(&"status")
+    }
+
+    /// Where the `scale` subresource reads and writes replicas, for a type that declares one.
+    fn scale_paths() -> Option<ScalePaths> {
+        None
     }
 
     /// The value of a declared selectable field, as a field selector compares it.

@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod cost;
+pub mod oven;
 pub mod restaurant;
 pub mod server;
 pub mod strategy;
@@ -32,4 +33,11 @@ pub fn topping_codec() -> ResourceCodec<restaurant::Topping> {
         .version::<v1beta1::Topping>()
         .version::<v1alpha1::Topping>()
         .storage_version("v1alpha1")
+}
+
+/// Ovens are served and stored in v1beta1.
+pub fn oven_codec() -> ResourceCodec<restaurant::Oven> {
+    ResourceCodec::new()
+        .version::<v1beta1::Oven>()
+        .storage_version("v1beta1")
 }

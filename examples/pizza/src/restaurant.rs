@@ -55,3 +55,39 @@ pub struct ToppingSpec {
     /// The cost of one portion.
     pub cost: f64,
 }
+
+/// A line of ovens: how many should burn (`kubectl scale oven main --replicas=3`) and how many do. The sample's
+/// type with a `scale` subresource; the oven controller lights what `spec.replicas` asks for.
+#[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
+#[resource(
+    group = "restaurant.programming-kubernetes.info",
+    kind = "Oven",
+    namespaced,
+    status,
+    scale(
+        spec_replicas = ".spec.replicas",
+        status_replicas = ".status.replicas",
+        label_selector = ".status.selector"
+    ),
+    printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas"),
+    printcolumn(name = "Burning", type_ = "integer", json_path = ".status.replicas")
+)]
+pub struct Oven {
+    pub metadata: ObjectMeta,
+    pub spec: OvenSpec,
+    pub status: OvenStatus,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OvenSpec {
+    /// How many ovens should burn.
+    pub replicas: i32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OvenStatus {
+    /// How many ovens burn.
+    pub replicas: i32,
+    /// The label selector of the ovens, for autoscalers.
+    pub selector: String,
+}

@@ -27,9 +27,10 @@ use base64::Engine;
 
 use crate::admission::{PIZZA_TOPPINGS, PizzaToppings};
 use crate::cost::{self, COST_CONTROLLER};
-use crate::restaurant::{Pizza, Topping};
-use crate::strategy::{PizzaStrategy, ToppingStrategy};
-use crate::{pizza_codec, topping_codec};
+use crate::oven::{self, OVEN_CONTROLLER};
+use crate::restaurant::{Oven, Pizza, Topping};
+use crate::strategy::{OvenStrategy, PizzaStrategy, ToppingStrategy};
+use crate::{oven_codec, pizza_codec, topping_codec};
 
 /// Where objects are kept under in every backend (the Go pizza-apiserver's etcd prefix).
 pub const STORAGE_PREFIX: &str = "/registry/pizza-apiserver.programming-kubernetes.info";
@@ -87,7 +88,8 @@ pub struct Options {
     pub etcd: EtcdOptions,
 
     /// The in-process controllers to run, as kube-controller-manager's flag: `*` for all (the default), `-name`
-    /// to leave one out. Known: pizza-cost (a pizza's status.cost from its toppings).
+    /// to leave one out. Known: pizza-cost (a pizza's status.cost from its toppings), oven (an oven line's status
+    /// from its spec).
     #[arg(long = "controllers", value_delimiter = ',', default_value = "*")]
     pub controllers: Vec<String>,
 }
@@ -198,6 +200,14 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
         format,
     )
     .map_err(storage_error)?;
+    let ovens = Store::<Oven>::cached(
+        backend.clone(),
+        &prefix,
+        oven_codec(),
+        Arc::new(OvenStrategy),
+        format,
+    )
+    .map_err(storage_error)?;
 
     let mode = options.mode();
     let core_cluster =
@@ -227,12 +237,17 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
 
     let api = Api::new(admission)
         .resource(pizzas.clone())
-        .resource(toppings.clone());
+        .resource(toppings.clone())
+        .resource(ovens.clone());
     let descriptions = api.descriptions();
     let discovery = Discovery::new(&descriptions);
     let openapi = OpenApi::new(&descriptions, "pizza-apiserver", env!("CARGO_PKG_VERSION"));
     let storage_check = backend.clone();
-    let caches: Vec<Arc<dyn Storage>> = vec![pizzas.storage().clone(), toppings.storage().clone()];
+    let caches: Vec<Arc<dyn Storage>> = vec![
+        pizzas.storage().clone(),
+        toppings.storage().clone(),
+        ovens.storage().clone(),
+    ];
     let mut builder = Server::builder("pizza-apiserver")
         .options(options.serving.clone())
         .anonymous(options.authentication.anonymous_auth);
@@ -282,9 +297,20 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
             }
         }));
     }
-    if is_enabled(&options.controllers, COST_CONTROLLER, &[COST_CONTROLLER])
-        .map_err(StartError::Controllers)?
-    {
+    let known = [COST_CONTROLLER, OVEN_CONTROLLER];
+    let enabled =
+        |name| is_enabled(&options.controllers, name, &known).map_err(StartError::Controllers);
+    if enabled(OVEN_CONTROLLER)? {
+        let ovens = ovens.clone();
+        builder = builder.post_start_hook(
+            format!("start-{OVEN_CONTROLLER}-controller"),
+            move |shutdown| async move {
+                tokio::spawn(oven::run(ovens, shutdown));
+                Ok(())
+            },
+        );
+    }
+    if enabled(COST_CONTROLLER)? {
         let (pizzas, toppings) = (pizzas.clone(), toppings.clone());
         builder = builder.post_start_hook(
             format!("start-{COST_CONTROLLER}"),

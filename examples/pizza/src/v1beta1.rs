@@ -152,3 +152,64 @@ fn default_pizza(pizza: &mut Pizza) {
         }
     }
 }
+
+/// A line of ovens (only in v1beta1).
+#[derive(
+    Clone,
+    PartialEq,
+    Serialize,
+    Deserialize,
+    prost::Message,
+    schemars::JsonSchema,
+    apiserver::Versioned,
+)]
+#[versioned(hub = "restaurant::Oven", version = "v1beta1")]
+pub struct Oven {
+    #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
+    #[prost(message, required, tag = "1")]
+    pub metadata: ObjectMeta,
+    #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
+    #[prost(message, required, tag = "2")]
+    pub spec: OvenSpec,
+    #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
+    #[prost(message, required, tag = "3")]
+    pub status: OvenStatus,
+}
+
+#[derive(
+    Clone,
+    PartialEq,
+    Serialize,
+    Deserialize,
+    prost::Message,
+    schemars::JsonSchema,
+    apiserver::Versioned,
+)]
+#[versioned(hub = "restaurant::OvenSpec")]
+pub struct OvenSpec {
+    /// How many ovens should burn (what `kubectl scale` sets).
+    #[serde(default)]
+    #[prost(int32, tag = "1")]
+    pub replicas: i32,
+}
+
+#[derive(
+    Clone,
+    PartialEq,
+    Serialize,
+    Deserialize,
+    prost::Message,
+    schemars::JsonSchema,
+    apiserver::Versioned,
+)]
+#[versioned(hub = "restaurant::OvenStatus")]
+pub struct OvenStatus {
+    /// How many ovens burn.
+    #[serde(default)]
+    #[prost(int32, tag = "1")]
+    pub replicas: i32,
+    /// The label selector of the ovens, for autoscalers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[prost(string, tag = "2")]
+    pub selector: String,
+}

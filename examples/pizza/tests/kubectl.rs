@@ -528,3 +528,120 @@ async fn client_side_apply_then_server_side_apply() {
     ]);
     assert_eq!(out, "me");
 }
+
+/// The scale subresource (`autoscaling/v1` `Scale`) of ovens: `kubectl scale` with and without a precondition,
+/// the oven controller's status, discovery, and what the server refuses.
+#[tokio::test(flavor = "multi_thread")]
+async fn scale_an_oven_line() {
+    let server = TestServer::start(&[]).await;
+    let oven = "apiVersion: restaurant.programming-kubernetes.info/v1beta1\nkind: Oven\nmetadata:\n  name: main\nspec:\n  replicas: 1\n";
+    server.kubectl_stdin_ok(&["create", "-f", "-"], oven);
+    let out = server.kubectl_ok(&["scale", "oven", "main", "--replicas=3"]);
+    assert!(
+        out.contains("oven.restaurant.programming-kubernetes.info/main scaled"),
+        "{out}"
+    );
+    let out = server.kubectl(&[
+        "scale",
+        "oven",
+        "main",
+        "--replicas=5",
+        "--current-replicas=2",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Expected replicas to be 2, was 3"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.kubectl_ok(&[
+        "scale",
+        "oven",
+        "main",
+        "--replicas=4",
+        "--current-replicas=3",
+    ]);
+    // The oven controller lights what was asked for and publishes the selector.
+    let mut scale = serde_json::Value::Null;
+    for _ in 0..100 {
+        scale = parse(
+            server
+                .kubectl_ok(&["get", "oven", "main", "--subresource=scale", "-o", "json"])
+                .as_bytes(),
+        );
+        if scale["status"]["replicas"] == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(scale["apiVersion"], "autoscaling/v1", "{scale}");
+    assert_eq!(scale["kind"], "Scale", "{scale}");
+    assert_eq!(scale["spec"]["replicas"], 4, "{scale}");
+    assert_eq!(scale["status"]["replicas"], 4, "{scale}");
+    assert_eq!(
+        scale["status"]["selector"], "restaurant.programming-kubernetes.info/oven=main",
+        "{scale}"
+    );
+    let table = server.kubectl_ok(&["get", "oven", "main"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().take(3).eq(["main", "4", "4"])),
+        "{table}"
+    );
+
+    // Discovery names the Scale kind of autoscaling/v1, as upstream does.
+    let resources = parse(
+        server
+            .kubectl_ok(&[
+                "get",
+                "--raw",
+                "/apis/restaurant.programming-kubernetes.info/v1beta1",
+            ])
+            .as_bytes(),
+    );
+    let scale_resource = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "ovens/scale")
+        .cloned()
+        .unwrap_or_else(|| panic!("{resources}"));
+    assert_eq!(scale_resource["group"], "autoscaling");
+    assert_eq!(scale_resource["version"], "v1");
+    assert_eq!(scale_resource["kind"], "Scale");
+
+    // Refused: a negative count (422), a stale resourceVersion (409); nothing changes.
+    let path =
+        "/apis/restaurant.programming-kubernetes.info/v1beta1/namespaces/default/ovens/main/scale";
+    let (code, _, body) = server
+        .raw(
+            "PATCH",
+            path,
+            &[("content-type", "application/merge-patch+json")],
+            br#"{"spec":{"replicas":-1}}"#.to_vec(),
+        )
+        .await;
+    let status = parse(&body);
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "Scale.autoscaling \"main\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
+    );
+    let stale = serde_json::json!({
+        "apiVersion": "autoscaling/v1", "kind": "Scale",
+        "metadata": {"name": "main", "namespace": "default", "resourceVersion": "1"},
+        "spec": {"replicas": 9}
+    });
+    let (code, _, body) = server
+        .raw(
+            "PUT",
+            path,
+            &[("content-type", "application/json")],
+            serde_json::to_vec(&stale).unwrap(),
+        )
+        .await;
+    assert_eq!(code, 409, "{}", String::from_utf8_lossy(&body));
+    let out = server.kubectl_ok(&["get", "oven", "main", "-o", "jsonpath={.spec.replicas}"]);
+    assert_eq!(out, "4");
+}
