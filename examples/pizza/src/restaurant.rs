@@ -58,6 +58,8 @@ pub struct ToppingSpec {
 
 /// A line of ovens: how many should burn (`kubectl scale oven main --replicas=3`) and how many do. The sample's
 /// type with a `scale` subresource; the oven controller lights what `spec.replicas` asks for.
+// Two printer columns of one type repeat `type_ = "integer"`, which clippy takes for a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
 #[resource(
     group = "restaurant.programming-kubernetes.info",
