@@ -13,7 +13,7 @@ use super::get::render_object;
 use super::managed_fields::Tracking;
 use super::output::finish;
 use crate::admission::{Attributes, Chain, Operation};
-use crate::registry::{ApiError, UpdatedObject};
+use crate::registry::{ApiError, OPTIMISTIC_LOCK_ERROR_MSG, UpdatedObject};
 use crate::runtime::Resource;
 
 pub(super) async fn update<T: Resource>(
@@ -106,6 +106,18 @@ struct Admitted<'a, T: Resource> {
 #[async_trait]
 impl<T: Resource> UpdatedObject<T> for Admitted<'_, T> {
     async fn updated(&self, current: Option<&T>) -> Result<T, ApiError> {
+        // A stale resourceVersion fails in the store anyway: fail before the field manager's work.
+        let requested = &self.object.metadata().resource_version;
+        if let Some(current) = current
+            && !requested.is_empty()
+            && *requested != current.metadata().resource_version
+        {
+            return Err(ApiError::conflict(
+                &T::group_resource(),
+                &current.metadata().name,
+                OPTIMISTIC_LOCK_ERROR_MSG,
+            ));
+        }
         let mut object = self.object.clone();
         self.tracking.update(current, &mut object)?;
         admit(self.admission, self.attributes, object, current).await

@@ -34,7 +34,12 @@ const CURRENT_OPERATION: &str = "current-operation";
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Fields nobody owns: identity and system fields of `metadata`, `apiVersion` and `kind`.
-fn stripped() -> Set {
+fn stripped() -> &'static Set {
+    static STRIPPED: std::sync::LazyLock<Set> = std::sync::LazyLock::new(stripped_fields);
+    &STRIPPED
+}
+
+fn stripped_fields() -> Set {
     let f = |name: &str| PathElement::Field(name.into());
     let mut paths = vec![vec![f("apiVersion")], vec![f("kind")], vec![f("metadata")]];
     for name in [
@@ -421,7 +426,7 @@ fn keep_last_applied(object: Option<Value>, live: &Value, config: &Value) -> Opt
 
 fn strip_meta(fields: &mut ManagedFields, manager: &Manager) {
     if let Some(owned) = fields.get_mut(manager) {
-        owned.set = owned.set.difference(&stripped());
+        owned.set = owned.set.difference(stripped());
         if owned.set.is_empty() {
             fields.remove(manager);
         }
