@@ -16,6 +16,7 @@ pub mod fieldmanager;
 #[cfg(feature = "testing")]
 pub mod envtest;
 pub mod meta;
+pub mod metrics;
 pub mod openapi;
 pub mod registry;
 pub mod runtime;

@@ -2,18 +2,21 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::extract::Request;
 use axum::response::Response;
 use axum::routing::any;
+use http::StatusCode;
 
 use super::context::Context;
 use super::{create, delete, get, list, patch, update, watch};
 use crate::admission::Chain;
 use crate::auth::User;
+use crate::metrics::{InFlight, Metrics, RequestLabels};
 use crate::registry::Store;
 use crate::runtime::{KindDescription, Resource};
 use crate::server::status::{method_not_allowed, not_found};
@@ -211,7 +214,70 @@ impl Api {
             headers: parts.headers,
             info,
         };
-        endpoint.serve(context, verb, body).await
+        let Some(metrics) = parts.extensions.get::<Arc<Metrics>>().cloned() else {
+            return endpoint.serve(context, verb, body).await;
+        };
+        let labels = request_labels(&context);
+        let started = Instant::now();
+        let in_flight = metrics.started(&labels);
+        let response = endpoint.serve(context, verb, body).await;
+        drop(in_flight);
+        let size = response.body().size_hint().exact();
+        metrics.answered(&labels, response.status().as_u16(), started.elapsed(), size);
+        if labels.verb == "WATCH" && response.status() == StatusCode::OK {
+            // Open until its stream ends.
+            let open = metrics.long_running(&labels);
+            return response.map(|body| Body::new(Guarded { body, _open: open }));
+        }
+        response
+    }
+}
+
+/// A request's metric labels (upstream's `MonitorRequest` arguments).
+fn request_labels(context: &Context) -> RequestLabels {
+    let info = &context.info;
+    let apply = context
+        .header(http::header::CONTENT_TYPE)
+        .is_some_and(|t| t.starts_with("application/apply-patch"));
+    let dry_run: Vec<&str> = context.params.all("dryRun").collect();
+    RequestLabels::new(
+        &info.verb,
+        apply,
+        &dry_run,
+        [
+            &info.api_group,
+            &info.api_version,
+            &info.resource,
+            &info.subresource,
+        ],
+        &info.namespace,
+        &info.name,
+    )
+}
+
+/// A response body that keeps a gauge up while it streams.
+struct Guarded {
+    body: Body,
+    _open: InFlight,
+}
+
+impl HttpBody for Guarded {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 

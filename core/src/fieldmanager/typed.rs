@@ -357,7 +357,7 @@ impl Compare {
         match (lhs, rhs) {
             (None, _) => self.out.added.insert(path),
             (_, None) => self.out.removed.insert(path),
-            (Some(l), Some(r)) if l != r => self.out.modified.insert(path),
+            (Some(l), Some(r)) if !values_equal(l, r) => self.out.modified.insert(path),
             _ => {}
         }
     }
@@ -401,7 +401,7 @@ impl Compare {
                 (0, 0) => {}
                 (0..=1, 0..=1) => self.compare(l.first().copied(), r.first().copied(), items, path),
                 (2.., 2..) => {
-                    if l != r {
+                    if l.len() != r.len() || l.iter().zip(&r).any(|(p, q)| !values_equal(p, q)) {
                         self.out.modified.insert(path);
                     }
                 }
@@ -420,6 +420,25 @@ impl Compare {
             }
             path.pop();
         }
+    }
+}
+
+/// Equality as structured-merge-diff's `value.Equals`: numbers compare by value (`1` equals `1.0`).
+pub fn values_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| values_equal(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| values_equal(v, w)))
+        }
+        _ => a == b,
     }
 }
 
@@ -714,4 +733,30 @@ pub fn ensure_named_fields_are_members(set: &Set, ty: TypeRef<'_>) -> Set {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numbers_compare_by_value() {
+        // A float field applied as an integer (`cost: 2` in YAML) is the same value, not a modification.
+        let schema = json!({"type": "object", "properties": {"cost": {"type": "number"}}});
+        let comparison = compare(
+            &json!({"cost": 2.0}),
+            &json!({"cost": 2}),
+            TypeRef(Some(&schema)),
+        )
+        .unwrap();
+        assert!(comparison.modified.is_empty(), "{comparison:?}");
+        let comparison = compare(
+            &json!({"cost": 2.0}),
+            &json!({"cost": 2.5}),
+            TypeRef(Some(&schema)),
+        )
+        .unwrap();
+        assert!(!comparison.modified.is_empty());
+    }
 }

@@ -222,7 +222,7 @@ impl Updater<'_> {
             _ => merged,
         };
         self.update_others(live, &new, managers, manager, force)?;
-        Ok((new.value != live.value).then_some(new))
+        Ok((!typed::values_equal(&new.value, &live.value)).then_some(new))
     }
 
     /// Removes from `merged` the fields `manager` applied last time (`last`) that no manager owns now.

@@ -36,6 +36,7 @@ use crate::auth::{
     PathAuthorizer, PeerCertificates, PrivilegedGroups, UnionAuthenticator, UnionAuthorizer,
 };
 use crate::endpoints::RequestInfoFactory;
+use crate::metrics::{self, Metrics};
 
 /// How long a TLS handshake may take before the connection is dropped.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -120,6 +121,7 @@ pub struct ServerBuilder {
     connection_timeouts: ConnectionTimeouts,
     request_info: RequestInfoFactory,
     signal: ShutdownSignal,
+    metrics: Arc<Metrics>,
 }
 
 /// When a connection that serves nothing is closed.
@@ -156,6 +158,7 @@ impl ServerBuilder {
             },
             request_info: RequestInfoFactory::default(),
             signal: ShutdownSignal::new(),
+            metrics: Arc::new(Metrics::new()),
         }
     }
 
@@ -319,6 +322,7 @@ impl ServerBuilder {
                 "/version",
                 get(move || std::future::ready(version.response())),
             )
+            .merge(metrics::router(self.metrics.clone()))
             .merge(self.routes)
             .fallback(|| std::future::ready(not_found()))
             .method_not_allowed_fallback(|| std::future::ready(method_not_allowed()));
@@ -331,6 +335,7 @@ impl ServerBuilder {
                 self.options.max_mutating_requests_inflight,
             ),
             request_timeout: self.options.request_timeout,
+            metrics: self.metrics,
         }
         .apply(app);
 

@@ -34,6 +34,7 @@ use axum::middleware::{from_fn, from_fn_with_state};
 
 use crate::auth::{Authenticator, Authorizer};
 use crate::endpoints::RequestInfoFactory;
+use crate::metrics::Metrics;
 
 pub use audit_id::AuditId;
 pub use max_in_flight::InFlightLimits;
@@ -53,6 +54,8 @@ pub struct FilterChain {
     pub limits: InFlightLimits,
     /// How long a request that is not long-running may take (upstream's `--request-timeout`; zero: no limit).
     pub request_timeout: Duration,
+    /// Where the REST handlers record requests (an extension of every request).
+    pub metrics: Arc<Metrics>,
 }
 
 impl FilterChain {
@@ -87,6 +90,7 @@ impl FilterChain {
             .layer(from_fn(
                 transfer_encoding::refuse_unsupported_transfer_encoding,
             ))
+            .layer(axum::Extension(self.metrics))
     }
 }
 
@@ -107,6 +111,7 @@ mod tests {
             authorizer: Arc::new(AlwaysAllow),
             request_timeout: Duration::from_millis(100),
             limits: InFlightLimits::new(0, 0),
+            metrics: Arc::default(),
         }
         .apply(router)
     }

@@ -1,0 +1,360 @@
+//! Metrics: the request metrics of upstream's `k8s.io/apiserver/pkg/endpoints/metrics` under their names, types,
+//! labels and buckets, and the process metrics, served at `/metrics` in the Prometheus text format (the
+//! `prometheus` crate: its registry, encoder and Linux process collector). One registry per server, so that servers
+//! in one process (tests) count apart. The REST handlers record each request that reaches a served resource, as
+//! upstream's instrumented routes do; the path is authorized like any non-resource path.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// Upstream's `apiserver_request_duration_seconds` buckets (the SLO's).
+const DURATION_BUCKETS: &[f64] = &[
+    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+    10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+];
+/// Upstream's `apiserver_request_sli_duration_seconds` buckets.
+const SLI_BUCKETS: &[f64] = &[
+    0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0,
+    30.0, 45.0, 60.0,
+];
+/// The labels of a request, as upstream's `MonitorRequest` sets them.
+pub const REQUEST_LABELS: &[&str] = &[
+    "verb",
+    "dry_run",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "component",
+];
+
+/// The verbs upstream reports; anything else is `other`.
+const VALID_VERBS: &[&str] = &[
+    "APPLY",
+    "CONNECT",
+    "CREATE",
+    "DELETE",
+    "DELETECOLLECTION",
+    "GET",
+    "LIST",
+    "PATCH",
+    "POST",
+    "PROXY",
+    "PUT",
+    "UPDATE",
+    "WATCH",
+    "WATCHLIST",
+];
+const COMPONENT: &str = "apiserver";
+
+/// One request's labels, as upstream's `MonitorRequest` gets them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestLabels {
+    /// `GET`, `LIST`, `WATCH`, `POST`, `PUT`, `PATCH`, `APPLY`, `DELETE`, `DELETECOLLECTION` (else `other`).
+    pub verb: String,
+    /// The `dryRun` values, sorted, without repeats, joined by `,`.
+    pub dry_run: String,
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub subresource: String,
+    /// `resource` (one object, or a create), `namespace`, `cluster`.
+    pub scope: String,
+}
+
+impl RequestLabels {
+    /// The labels of a resource request from its Kubernetes verb (`get`, `list`, `create`, ...), whether it is an
+    /// apply patch, and its `dryRun` values.
+    pub fn new(
+        kube_verb: &str,
+        apply: bool,
+        dry_run: &[&str],
+        [group, version, resource, subresource]: [&str; 4],
+        namespace: &str,
+        name: &str,
+    ) -> RequestLabels {
+        let verb = match kube_verb {
+            "get" => "GET".to_string(),
+            "list" => "LIST".to_string(),
+            "watch" => "WATCH".to_string(),
+            "create" => "POST".to_string(),
+            "update" => "PUT".to_string(),
+            "patch" if apply => "APPLY".to_string(),
+            "patch" => "PATCH".to_string(),
+            "delete" => "DELETE".to_string(),
+            "deletecollection" => "DELETECOLLECTION".to_string(),
+            other => {
+                let upper = other.to_ascii_uppercase();
+                if VALID_VERBS.contains(&upper.as_str()) {
+                    upper
+                } else {
+                    "other".to_string()
+                }
+            }
+        };
+        let scope = if !name.is_empty() || kube_verb == "create" {
+            "resource"
+        } else if !namespace.is_empty() {
+            "namespace"
+        } else {
+            "cluster"
+        };
+        let mut dry: Vec<&str> = dry_run.to_vec();
+        dry.sort_unstable();
+        dry.dedup();
+        RequestLabels {
+            verb,
+            dry_run: dry.join(","),
+            group: group.to_string(),
+            version: version.to_string(),
+            resource: resource.to_string(),
+            subresource: subresource.to_string(),
+            scope: scope.to_string(),
+        }
+    }
+
+    fn values(&self) -> [&str; 8] {
+        [
+            &self.verb,
+            &self.dry_run,
+            &self.group,
+            &self.version,
+            &self.resource,
+            &self.subresource,
+            &self.scope,
+            COMPONENT,
+        ]
+    }
+
+    fn values_without_dry_run(&self) -> [&str; 7] {
+        let [
+            verb,
+            _,
+            group,
+            version,
+            resource,
+            subresource,
+            scope,
+            component,
+        ] = self.values();
+        [
+            verb,
+            group,
+            version,
+            resource,
+            subresource,
+            scope,
+            component,
+        ]
+    }
+
+    fn read_only(&self) -> bool {
+        matches!(self.verb.as_str(), "GET" | "LIST" | "WATCH")
+    }
+}
+
+/// Counts a request in `apiserver_current_inflight_requests` while it lives.
+pub struct InFlight(Option<prometheus::IntGauge>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(gauge) = &self.0 {
+            gauge.dec();
+        }
+    }
+}
+
+/// The server's metric families.
+pub struct Metrics {
+    registry: Registry,
+    /// `apiserver_request_total`: REQUEST_LABELS and `code`.
+    pub requests: IntCounterVec,
+    /// `apiserver_request_duration_seconds`: REQUEST_LABELS.
+    pub durations: HistogramVec,
+    /// `apiserver_request_sli_duration_seconds`: REQUEST_LABELS, watches left out as upstream.
+    pub sli_durations: HistogramVec,
+    /// `apiserver_response_sizes`: REQUEST_LABELS without `dry_run`.
+    pub response_sizes: HistogramVec,
+    /// `apiserver_current_inflight_requests{request_kind}`: `readOnly` or `mutating`, watches left out.
+    pub inflight: IntGaugeVec,
+    /// `apiserver_longrunning_requests`: REQUEST_LABELS without `dry_run`; open watches.
+    pub longrunning: IntGaugeVec,
+}
+
+fn histogram(name: &str, help: &str, buckets: &[f64], labels: &[&str]) -> HistogramVec {
+    HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+        labels,
+    )
+    .expect("a valid histogram")
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let without_dry_run: Vec<&str> = REQUEST_LABELS
+            .iter()
+            .copied()
+            .filter(|l| *l != "dry_run")
+            .collect();
+        let mut with_code = REQUEST_LABELS.to_vec();
+        with_code.push("code");
+        let metrics = Metrics {
+            registry: Registry::new(),
+            requests: IntCounterVec::new(
+                Opts::new(
+                    "apiserver_request_total",
+                    "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
+                ),
+                &with_code,
+            )
+            .expect("a valid counter"),
+            durations: histogram(
+                "apiserver_request_duration_seconds",
+                "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
+                DURATION_BUCKETS,
+                REQUEST_LABELS,
+            ),
+            sli_durations: histogram(
+                "apiserver_request_sli_duration_seconds",
+                "Response latency distribution (not counting webhook duration and priority & fairness queue wait times) in seconds for each verb, group, version, resource, subresource, scope and component.",
+                SLI_BUCKETS,
+                REQUEST_LABELS,
+            ),
+            response_sizes: histogram(
+                "apiserver_response_sizes",
+                "Response size distribution in bytes for each group, version, verb, resource, subresource, scope and component.",
+                &prometheus::exponential_buckets(1000.0, 10.0, 8).expect("valid buckets"),
+                &without_dry_run,
+            ),
+            inflight: IntGaugeVec::new(
+                Opts::new(
+                    "apiserver_current_inflight_requests",
+                    "Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
+                ),
+                &["request_kind"],
+            )
+            .expect("a valid gauge"),
+            longrunning: IntGaugeVec::new(
+                Opts::new(
+                    "apiserver_longrunning_requests",
+                    "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
+                ),
+                &without_dry_run,
+            )
+            .expect("a valid gauge"),
+        };
+        let collectors: [Box<dyn prometheus::core::Collector>; 6] = [
+            Box::new(metrics.requests.clone()),
+            Box::new(metrics.durations.clone()),
+            Box::new(metrics.sli_durations.clone()),
+            Box::new(metrics.response_sizes.clone()),
+            Box::new(metrics.inflight.clone()),
+            Box::new(metrics.longrunning.clone()),
+        ];
+        for collector in collectors {
+            metrics
+                .registry
+                .register(collector)
+                .expect("unique metric names");
+        }
+        for kind in ["readOnly", "mutating"] {
+            metrics.inflight.with_label_values(&[kind]).set(0);
+        }
+        // process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, ... from /proc.
+        #[cfg(target_os = "linux")]
+        let _ = metrics.registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ));
+        metrics
+    }
+
+    /// A request starts: the in-flight gauge of its kind (watches are long-running and not counted, as upstream's
+    /// max-in-flight filter leaves them out).
+    pub fn started(&self, labels: &RequestLabels) -> InFlight {
+        if labels.verb == "WATCH" {
+            return InFlight(None);
+        }
+        let kind = if labels.read_only() {
+            "readOnly"
+        } else {
+            "mutating"
+        };
+        let gauge = self.inflight.with_label_values(&[kind]);
+        gauge.inc();
+        InFlight(Some(gauge))
+    }
+
+    /// A request is answered: its count, latency and (when known) response size.
+    pub fn answered(
+        &self,
+        labels: &RequestLabels,
+        code: u16,
+        elapsed: Duration,
+        size: Option<u64>,
+    ) {
+        let values = labels.values();
+        let code = code.to_string();
+        let mut with_code = values.to_vec();
+        with_code.push(&code);
+        self.requests.with_label_values(&with_code).inc();
+        let seconds = elapsed.as_secs_f64();
+        self.durations.with_label_values(&values).observe(seconds);
+        if labels.verb != "WATCH" {
+            self.sli_durations
+                .with_label_values(&values)
+                .observe(seconds);
+        }
+        if let Some(size) = size {
+            self.response_sizes
+                .with_label_values(&labels.values_without_dry_run())
+                .observe(size as f64);
+        }
+    }
+
+    /// A watch stream opened: counted in `apiserver_longrunning_requests` until the returned guard drops.
+    pub fn long_running(&self, labels: &RequestLabels) -> InFlight {
+        let gauge = self
+            .longrunning
+            .with_label_values(&labels.values_without_dry_run());
+        gauge.inc();
+        InFlight(Some(gauge))
+    }
+
+    /// The exposition: `text/plain; version=0.0.4`.
+    pub fn response(&self) -> Response {
+        let mut body = Vec::new();
+        let encoder = TextEncoder::new();
+        if let Err(e) = encoder.encode(&self.registry.gather(), &mut body) {
+            return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
+        }
+        let mut response = (StatusCode::OK, body).into_response();
+        if let Ok(value) = HeaderValue::from_str(encoder.format_type()) {
+            response.headers_mut().insert(header::CONTENT_TYPE, value);
+        }
+        response
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// The `/metrics` route of a server.
+pub fn router(metrics: Arc<Metrics>) -> axum::Router {
+    axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move { metrics.response() }
+        }),
+    )
+}

@@ -1,0 +1,247 @@
+//! `/metrics` after a scripted mix of requests (every verb, errors, dry runs, an apply, a watch), parsed with a
+//! Prometheus text parser: request counters and histogram counts equal the requests made, per label set, with
+//! upstream's names, labels and buckets; the process metrics are there; anonymous clients may not read it.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::json;
+use support::{NO_COST_CONTROLLER, TestServer, call};
+
+const GROUP: &str = "restaurant.programming-kubernetes.info";
+const JSON: (&str, &str) = ("content-type", "application/json");
+
+/// The samples of a scrape by metric name: (labels, value).
+type Samples = HashMap<String, Vec<(HashMap<String, String>, f64)>>;
+
+fn scrape(text: &str) -> Samples {
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let parsed = prometheus_parse::Scrape::parse(lines).expect("Prometheus text");
+    let mut out = Samples::new();
+    for sample in parsed.samples {
+        let value = match sample.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            prometheus_parse::Value::Histogram(buckets) => {
+                // The +Inf bucket: the count.
+                buckets.iter().map(|b| b.count).fold(0.0, f64::max)
+            }
+            prometheus_parse::Value::Summary(_) => continue,
+        };
+        let labels = sample
+            .labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        out.entry(sample.metric).or_default().push((labels, value));
+    }
+    out
+}
+
+/// The value of `metric` for the sample whose labels include all of `want`; 0 when there is none.
+fn value(samples: &Samples, metric: &str, want: &[(&str, &str)]) -> f64 {
+    samples
+        .get(metric)
+        .into_iter()
+        .flatten()
+        .filter(|(labels, _)| {
+            want.iter()
+                .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|(_, v)| v)
+        .sum()
+}
+
+async fn metrics_text(server: &TestServer) -> String {
+    let (code, headers, body) = server.raw("GET", "/metrics", &[], vec![]).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        headers.get("content-type").and_then(|v| v.to_str().ok()),
+        Some("text/plain; version=0.0.4")
+    );
+    String::from_utf8(body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_count_every_request_as_upstream_labels_them() {
+    let server = TestServer::start(&["--storage-backend=memory", NO_COST_CONTROLLER]).await;
+    let toppings = format!("/apis/{GROUP}/v1alpha1/toppings");
+    let topping = |name: &str| json!({"apiVersion": format!("{GROUP}/v1alpha1"), "kind": "Topping", "metadata": {"name": name}, "spec": {"cost": 1.0}});
+    for name in ["a", "b", "c"] {
+        let (code, _) = call(&server, "POST", &toppings, Some(JSON), topping(name)).await;
+        assert_eq!(code, 201);
+    }
+    // Dry runs, an error, reads, an update, a patch, an apply, a delete.
+    let (code, _) = call(
+        &server,
+        "POST",
+        &format!("{toppings}?dryRun=All&dryRun=All"),
+        Some(JSON),
+        topping("d"),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, _) = call(&server, "POST", &toppings, Some(JSON), topping("a")).await;
+    assert_eq!(code, 409);
+    for _ in 0..2 {
+        let (code, _) = call(
+            &server,
+            "GET",
+            &format!("{toppings}/a"),
+            None,
+            serde_json::Value::Null,
+        )
+        .await;
+        assert_eq!(code, 200);
+    }
+    let (code, _) = call(
+        &server,
+        "GET",
+        &format!("{toppings}/nope"),
+        None,
+        serde_json::Value::Null,
+    )
+    .await;
+    assert_eq!(code, 404);
+    let (code, _) = call(&server, "GET", &toppings, None, serde_json::Value::Null).await;
+    assert_eq!(code, 200);
+    let (code, _) = call(
+        &server,
+        "PATCH",
+        &format!("{toppings}/a"),
+        Some(("content-type", "application/merge-patch+json")),
+        json!({"spec": {"cost": 2.0}}),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, _applied) = call(
+        &server,
+        "PATCH",
+        &format!("{toppings}/b?fieldManager=tester"),
+        Some(("content-type", "application/apply-patch+yaml")),
+        topping("b"),
+    )
+    .await;
+    assert_eq!(code, 200, "{_applied}");
+    let (code, _) = call(
+        &server,
+        "DELETE",
+        &format!("{toppings}/c"),
+        None,
+        serde_json::Value::Null,
+    )
+    .await;
+    assert_eq!(code, 200);
+    // A request for a resource the server does not serve is not counted (bounded labels).
+    let (code, _) = call(
+        &server,
+        "GET",
+        &format!("/apis/{GROUP}/v1alpha1/ovenz"),
+        None,
+        serde_json::Value::Null,
+    )
+    .await;
+    assert_eq!(code, 404);
+
+    // A watch is long-running while it is open.
+    let (code, _, _watch) = server
+        .stream(
+            &format!("{toppings}?watch=true&timeoutSeconds=30"),
+            "application/json",
+        )
+        .await;
+    assert_eq!(code, 200);
+    let samples = scrape(&metrics_text(&server).await);
+    let common = [
+        ("group", GROUP),
+        ("version", "v1alpha1"),
+        ("resource", "toppings"),
+        ("component", "apiserver"),
+        ("subresource", ""),
+    ];
+    let count = |verb: &str, scope: &str, dry_run: &str, code: &str| {
+        let mut want = common.to_vec();
+        want.extend([
+            ("verb", verb),
+            ("scope", scope),
+            ("dry_run", dry_run),
+            ("code", code),
+        ]);
+        value(&samples, "apiserver_request_total", &want)
+    };
+    assert_eq!(count("POST", "resource", "", "201"), 3.0);
+    assert_eq!(count("POST", "resource", "All", "201"), 1.0);
+    assert_eq!(count("POST", "resource", "", "409"), 1.0);
+    assert_eq!(count("GET", "resource", "", "200"), 2.0);
+    assert_eq!(count("GET", "resource", "", "404"), 1.0);
+    assert_eq!(count("LIST", "cluster", "", "200"), 1.0);
+    assert_eq!(count("PATCH", "resource", "", "200"), 1.0);
+    assert_eq!(count("APPLY", "resource", "", "200"), 1.0);
+    assert_eq!(count("DELETE", "resource", "", "200"), 1.0);
+    assert_eq!(count("WATCH", "cluster", "", "200"), 1.0);
+    assert_eq!(
+        value(
+            &samples,
+            "apiserver_request_total",
+            &[("resource", "ovenz")]
+        ),
+        0.0
+    );
+    // Every request is in the latency histogram of its labels (the +Inf bucket counts all).
+    let durations = |verb: &str, dry_run: &str| {
+        let mut want = common.to_vec();
+        want.extend([("verb", verb), ("dry_run", dry_run)]);
+        value(&samples, "apiserver_request_duration_seconds", &want)
+    };
+    assert_eq!(durations("POST", ""), 4.0);
+    assert_eq!(durations("GET", ""), 3.0);
+    assert_eq!(durations("POST", "All"), 1.0);
+    // Upstream's buckets.
+    assert!(metrics_text(&server).await.contains(r#"apiserver_request_duration_seconds_bucket{component="apiserver",dry_run="",group="restaurant.programming-kubernetes.info",resource="toppings",scope="resource",subresource="",verb="GET",version="v1alpha1",le="0.005"}"#));
+    let mut watching = common.to_vec();
+    watching.push(("verb", "WATCH"));
+    assert_eq!(
+        value(&samples, "apiserver_longrunning_requests", &watching),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "apiserver_current_inflight_requests",
+            &[("request_kind", "mutating")]
+        ),
+        0.0
+    );
+    assert!(value(&samples, "apiserver_response_sizes", &[("verb", "GET")]) >= 3.0);
+    assert!(value(&samples, "process_resident_memory_bytes", &[]) > 0.0);
+    assert!(samples.contains_key("process_cpu_seconds_total"));
+    assert!(samples.contains_key("process_open_fds"));
+
+    // The watch ends: no longer long-running.
+    drop(_watch);
+    let mut open = 1.0;
+    for _ in 0..100 {
+        open = value(
+            &scrape(&metrics_text(&server).await),
+            "apiserver_longrunning_requests",
+            &watching,
+        );
+        if open == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(open, 0.0);
+
+    // Anonymous clients may not read it (standalone: the admin may).
+    let anonymous = server.client_with_token(None).await;
+    let (code, status) = support::send(&anonymous, "GET", "/metrics", &[], None).await;
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        "forbidden: User \"system:anonymous\" cannot get path \"/metrics\""
+    );
+}
