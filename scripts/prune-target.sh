@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Keeps a reused target directory from filling the disk: of the test and binary executables in debug/deps, only the
+# newest of each name stays (every source change leaves a new one behind, a few hundred MiB each). Cargo rebuilds
+# whatever it still needs.
+set -euo pipefail
+deps="${1:?usage: prune-target.sh TARGET_DIR}/debug/deps"
+[ -d "$deps" ] || exit 0
+cd "$deps"
+# Executables have no extension; their names end in -<hash>. Newest first per name, drop the rest.
+find . -maxdepth 1 -type f -perm -u+x ! -name '*.*' -printf '%T@ %f\n' \
+  | awk '{ name = $2; sub(/-[0-9a-f]+$/, "", name); print name, $1, $2 }' \
+  | sort -k1,1 -k2,2nr \
+  | awk 'seen[$1]++ { print $3 }' \
+  | xargs -r rm -f --
