@@ -4,13 +4,15 @@
 //! in one process (tests) count apart. The REST handlers record each request that reaches a served resource, as
 //! upstream's instrumented routes do; the path is authorized like any non-resource path.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// Upstream's `apiserver_request_duration_seconds` buckets (the SLO's).
@@ -55,7 +57,7 @@ const VALID_VERBS: &[&str] = &[
 const COMPONENT: &str = "apiserver";
 
 /// One request's labels, as upstream's `MonitorRequest` gets them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RequestLabels {
     /// `GET`, `LIST`, `WATCH`, `POST`, `PUT`, `PATCH`, `APPLY`, `DELETE`, `DELETECOLLECTION` (else `other`).
     pub verb: String,
@@ -186,6 +188,19 @@ pub struct Metrics {
     pub inflight: IntGaugeVec,
     /// `apiserver_longrunning_requests`: REQUEST_LABELS without `dry_run`; open watches.
     pub longrunning: IntGaugeVec,
+    /// The series of each label set seen, resolved once: a request then costs one lookup, not four.
+    series: RwLock<HashMap<RequestLabels, Arc<Series>>>,
+    /// The two series of `inflight`: read-only and mutating.
+    inflight_kinds: [IntGauge; 2],
+}
+
+/// The series of one label set.
+struct Series {
+    durations: Histogram,
+    sli_durations: Option<Histogram>,
+    response_sizes: Histogram,
+    /// `apiserver_request_total` by status code.
+    requests: Mutex<Vec<(u16, IntCounter)>>,
 }
 
 fn histogram(name: &str, help: &str, buckets: &[f64], labels: &[&str]) -> HistogramVec {
@@ -205,6 +220,16 @@ impl Metrics {
             .collect();
         let mut with_code = REQUEST_LABELS.to_vec();
         with_code.push("code");
+        let inflight = IntGaugeVec::new(
+                Opts::new(
+                    "apiserver_current_inflight_requests",
+                    "Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
+                ),
+                &["request_kind"],
+            )
+            .expect("a valid gauge");
+        let inflight_kinds =
+            ["readOnly", "mutating"].map(|kind| inflight.with_label_values(&[kind]));
         let metrics = Metrics {
             registry: Registry::new(),
             requests: IntCounterVec::new(
@@ -233,14 +258,7 @@ impl Metrics {
                 &prometheus::exponential_buckets(1000.0, 10.0, 8).expect("valid buckets"),
                 &without_dry_run,
             ),
-            inflight: IntGaugeVec::new(
-                Opts::new(
-                    "apiserver_current_inflight_requests",
-                    "Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
-                ),
-                &["request_kind"],
-            )
-            .expect("a valid gauge"),
+            inflight: inflight.clone(),
             longrunning: IntGaugeVec::new(
                 Opts::new(
                     "apiserver_longrunning_requests",
@@ -249,6 +267,8 @@ impl Metrics {
                 &without_dry_run,
             )
             .expect("a valid gauge"),
+            series: RwLock::default(),
+            inflight_kinds,
         };
         let collectors: [Box<dyn prometheus::core::Collector>; 6] = [
             Box::new(metrics.requests.clone()),
@@ -264,9 +284,6 @@ impl Metrics {
                 .register(collector)
                 .expect("unique metric names");
         }
-        for kind in ["readOnly", "mutating"] {
-            metrics.inflight.with_label_values(&[kind]).set(0);
-        }
         // process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, ... from /proc.
         #[cfg(target_os = "linux")]
         let _ = metrics.registry.register(Box::new(
@@ -281,12 +298,7 @@ impl Metrics {
         if labels.verb == "WATCH" {
             return InFlight(None);
         }
-        let kind = if labels.read_only() {
-            "readOnly"
-        } else {
-            "mutating"
-        };
-        let gauge = self.inflight.with_label_values(&[kind]);
+        let gauge = self.inflight_kinds[usize::from(!labels.read_only())].clone();
         gauge.inc();
         InFlight(Some(gauge))
     }
@@ -299,23 +311,49 @@ impl Metrics {
         elapsed: Duration,
         size: Option<u64>,
     ) {
-        let values = labels.values();
-        let code = code.to_string();
-        let mut with_code = values.to_vec();
-        with_code.push(&code);
-        self.requests.with_label_values(&with_code).inc();
+        let series = self.series(labels);
+        let counter = {
+            let mut by_code = series.requests.lock().unwrap_or_else(|e| e.into_inner());
+            match by_code.iter().find(|(c, _)| *c == code) {
+                Some((_, counter)) => counter.clone(),
+                None => {
+                    let code_text = code.to_string();
+                    let mut values = labels.values().to_vec();
+                    values.push(&code_text);
+                    let counter = self.requests.with_label_values(&values);
+                    by_code.push((code, counter.clone()));
+                    counter
+                }
+            }
+        };
+        counter.inc();
         let seconds = elapsed.as_secs_f64();
-        self.durations.with_label_values(&values).observe(seconds);
-        if labels.verb != "WATCH" {
-            self.sli_durations
-                .with_label_values(&values)
-                .observe(seconds);
+        series.durations.observe(seconds);
+        if let Some(sli) = &series.sli_durations {
+            sli.observe(seconds);
         }
         if let Some(size) = size {
-            self.response_sizes
-                .with_label_values(&labels.values_without_dry_run())
-                .observe(size as f64);
+            series.response_sizes.observe(size as f64);
         }
+    }
+
+    /// The series of a label set, made on first use.
+    fn series(&self, labels: &RequestLabels) -> Arc<Series> {
+        if let Some(series) = self.series.read().ok().and_then(|m| m.get(labels).cloned()) {
+            return series;
+        }
+        let values = labels.values();
+        let series = Arc::new(Series {
+            durations: self.durations.with_label_values(&values),
+            sli_durations: (labels.verb != "WATCH")
+                .then(|| self.sli_durations.with_label_values(&values)),
+            response_sizes: self
+                .response_sizes
+                .with_label_values(&labels.values_without_dry_run()),
+            requests: Mutex::default(),
+        });
+        let mut all = self.series.write().unwrap_or_else(|e| e.into_inner());
+        all.entry(labels.clone()).or_insert(series).clone()
     }
 
     /// A watch stream opened: counted in `apiserver_longrunning_requests` until the returned guard drops.
