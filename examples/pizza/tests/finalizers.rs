@@ -50,7 +50,7 @@ async fn get(server: &TestServer, name: &str) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_delete_waits_for_finalizers() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
     server.kubectl_stdin_ok(&["create", "-f", "-"], MARGHERITA);
     let out = server.kubectl_ok(&[
@@ -167,7 +167,7 @@ async fn kubectl_delete_waits_for_finalizers() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn delete_answers_as_upstream() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
 
     // No finalizers: gone at once, a Status of success.

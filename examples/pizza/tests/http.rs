@@ -7,7 +7,8 @@ use apiserver::codec::{decode_protobuf, decode_protobuf_watch_event};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::TestServer;
+// The cost controller writes pizzas' status on its own: these tests compare resource versions and events.
+use support::{NO_COST_CONTROLLER, TestServer};
 
 const GROUP: &str = "/apis/restaurant.programming-kubernetes.info";
 const JSON: (&str, &str) = ("content-type", "application/json");
@@ -79,7 +80,7 @@ async fn names(server: &TestServer, path: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn media_types_json_yaml_protobuf() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     let (code, headers, body) = post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
     assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
     assert_eq!(headers["content-type"], "application/json");
@@ -227,7 +228,7 @@ async fn media_types_json_yaml_protobuf() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_input_changes_nothing() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     let list = toppings("v1alpha1");
 
     let (code, _, body) = post(&server, &list, b"{\"apiVersion\": ".to_vec()).await;
@@ -317,7 +318,7 @@ async fn bad_input_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn admission_validation_and_concurrency() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
 
     let (code, _, body) = post(
@@ -472,7 +473,7 @@ const STRATEGIC: (&str, &str) = ("content-type", "application/strategic-merge-pa
 
 #[tokio::test(flavor = "multi_thread")]
 async fn strategic_merge_patch() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     for name in ["salami", "tomato", "mozzarella"] {
         post(&server, &toppings("v1alpha1"), topping(name, 0.5)).await;
     }
@@ -622,7 +623,7 @@ async fn strategic_merge_patch() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn protobuf_watch_frames() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     let path = format!("{}?watch=1&timeoutSeconds=5", toppings("v1alpha1"));
     let (code, headers, mut stream) = server
         .stream(&path, "application/vnd.kubernetes.protobuf;stream=watch")
@@ -652,7 +653,7 @@ async fn protobuf_watch_frames() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn routes_scopes_and_metadata_views() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
 
     // Paths a scope has no route for: 404; methods a path does not take: 405.
@@ -763,7 +764,7 @@ async fn routes_scopes_and_metadata_views() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn shutdown_ends_watches_cleanly() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     let path = format!("{}?watch=1", toppings("v1alpha1"));
     let (code, _, stream) = server.stream(&path, "application/json").await;
     assert_eq!(code, 200);
@@ -775,7 +776,7 @@ async fn shutdown_ends_watches_cleanly() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn watch_list_initial_events_end_with_a_bookmark() {
-    let server = TestServer::start(&[]).await;
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
     post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
     post(&server, &toppings("v1alpha1"), topping("tomato", 0.1)).await;
     let path = format!(

@@ -645,3 +645,44 @@ async fn scale_an_oven_line() {
     let out = server.kubectl_ok(&["get", "oven", "main", "-o", "jsonpath={.spec.replicas}"]);
     assert_eq!(out, "4");
 }
+
+/// `kubectl diff` (client-side and server-side) and `apply --server-side --dry-run=server` show a change and make
+/// none.
+#[tokio::test(flavor = "multi_thread")]
+async fn diff_and_server_dry_run_apply_change_nothing() {
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
+    server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
+    server.kubectl_stdin_ok(&["apply", "--server-side", "-f", "-"], MARGHERITA);
+    let changed = MARGHERITA.replace("- tomato", "- salami");
+    for args in [
+        &["diff", "-f", "-"][..],
+        &["diff", "--server-side", "-f", "-"][..],
+    ] {
+        let out = server.kubectl_stdin(args, &changed);
+        // kubectl diff exits 1 when there are differences.
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            shown.contains("-  - tomato") && shown.contains("+  - salami"),
+            "{args:?}: {shown}"
+        );
+    }
+    let out = server.kubectl_stdin_ok(
+        &["apply", "--server-side", "--dry-run=server", "-f", "-"],
+        &changed,
+    );
+    assert!(out.contains("serverside-applied (server dry run)"), "{out}");
+    let toppings = server.kubectl_ok(&[
+        "get",
+        "pizzas.v1alpha1.restaurant.programming-kubernetes.info",
+        "margherita",
+        "-o",
+        "jsonpath={.spec.toppings}",
+    ]);
+    assert_eq!(toppings, r#"["mozzarella","tomato"]"#);
+}
