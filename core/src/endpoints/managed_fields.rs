@@ -5,7 +5,6 @@
 use serde_json::Value;
 
 use super::context::Context;
-use crate::codec::{FieldValidation, MediaType};
 use crate::fieldmanager::{Applied, ApplyError, FieldManager, ResetFields, Versions};
 use crate::registry::{ApiError, Cause, Details};
 use crate::runtime::{Resource, ResourceCodec};
@@ -26,27 +25,13 @@ impl<T: Resource> Versions for CodecVersions<'_, T> {
     }
 
     fn convert(&self, value: &Value, from: &str, to: &str) -> Result<Value, String> {
-        let mut value = value.clone();
-        if let Value::Object(map) = &mut value {
-            map.insert("apiVersion".into(), from.into());
-            map.insert("kind".into(), T::KIND.into());
-        }
-        let bytes = serde_json::to_vec(&value).map_err(|e| e.to_string())?;
         let hub = self
             .0
-            .decode(
-                &bytes,
-                MediaType::Json,
-                version_of(from),
-                FieldValidation::Ignore,
-            )
-            .map_err(|e| e.to_string())?
-            .object;
-        let encoded = self
-            .0
-            .encode(&hub, version_of(to), MediaType::Json)
+            .decode_value(value, version_of(from))
             .map_err(|e| e.to_string())?;
-        serde_json::from_slice(&encoded).map_err(|e| e.to_string())
+        self.0
+            .encode_value(&hub, version_of(to))
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -99,11 +84,10 @@ impl<'a, T: Resource> Tracking<'a, T> {
     /// was sent, and upstream's managed fields for it are what this server matches (a first write of `status` owns
     /// `status` itself, as for a custom resource).
     fn to_value(&self, object: &T) -> Result<Value, ApiError> {
-        let encoded = self
+        let mut value = self
             .codec
-            .encode(object, self.version, MediaType::Json)
+            .encode_value(object, self.version)
             .map_err(ApiError::internal)?;
-        let mut value: Value = serde_json::from_slice(&encoded).map_err(ApiError::internal)?;
         drop_empty(&mut value);
         Ok(value)
     }
@@ -160,22 +144,10 @@ impl<'a, T: Resource> Tracking<'a, T> {
             })
             .map_err(apply_error)?;
         let mut result = match (object, live) {
-            (Some(mut value), _) => {
-                if let Value::Object(map) = &mut value {
-                    map.insert("apiVersion".into(), self.api_version.clone().into());
-                    map.insert("kind".into(), T::KIND.into());
-                }
-                let bytes = serde_json::to_vec(&value).map_err(ApiError::internal)?;
-                self.codec
-                    .decode(
-                        &bytes,
-                        MediaType::Json,
-                        self.version,
-                        FieldValidation::Ignore,
-                    )
-                    .map_err(|e| ApiError::bad_request(e.to_string()))?
-                    .object
-            }
+            (Some(value), _) => self
+                .codec
+                .decode_value(&value, self.version)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
             (None, Some(live)) => live.clone(),
             (None, None) => T::default(),
         };

@@ -211,11 +211,10 @@ struct Patched<'a, T: Resource> {
 
 impl<T: Resource> Patched<'_, T> {
     fn apply(&self, current: &T) -> Result<Vec<u8>, ApiError> {
-        let encoded = self
+        let mut document = self
             .codec
-            .encode(current, self.version, MediaType::Json)
+            .encode_value(current, self.version)
             .map_err(ApiError::internal)?;
-        let mut document: Value = serde_json::from_slice(&encoded).map_err(ApiError::internal)?;
         match self.patch_type {
             PatchType::Json => {
                 let patch = JsonPatch::decode(&self.patch).map_err(ApiError::bad_request)?;
@@ -249,9 +248,7 @@ impl<T: Resource> Patched<'_, T> {
         }
         serde_json::to_vec(&document).map_err(ApiError::internal)
     }
-}
 
-impl<T: Resource> Patched<'_, T> {
     /// Server-side apply: the configuration (YAML or JSON) checked as a body of the endpoint's type would be, then
     /// merged into the current object by the field manager.
     fn server_side_apply(&self, current: Option<&T>) -> Result<T, ApiError> {

@@ -15,9 +15,10 @@ use super::api::{ResourceEndpoint, Verb};
 use super::context::{Context, WriteOptions};
 use super::json_patch::JsonPatch;
 use super::output::{finish, respond};
+use super::table::json_path;
 use super::update::{admit, attributes};
 use crate::admission::{Chain, Operation};
-use crate::codec::{FieldValidation, MediaType, parse_content_type};
+use crate::codec::{MediaType, parse_content_type};
 use crate::registry::{ApiError, Store, UpdatedObject};
 use crate::runtime::GroupKind;
 use crate::runtime::{KindDescription, Resource, ScalePaths};
@@ -29,13 +30,6 @@ pub(crate) struct ScaleEndpoint<T: Resource> {
     pub store: Store<T>,
     pub admission: Arc<Chain>,
     pub paths: ScalePaths,
-}
-
-/// The value at a JSON path like `.spec.replicas`.
-fn read_path<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
-    path.trim_start_matches('.')
-        .split('.')
-        .try_fold(value, |v, key| v.get(key))
 }
 
 /// Sets the value at a JSON path, making the objects on the way.
@@ -53,18 +47,16 @@ fn write_path(value: &mut Value, path: &str, new: Value) {
 
 impl<T: Resource> ScaleEndpoint<T> {
     fn to_value(&self, object: &T, version: &str) -> Result<Value, ApiError> {
-        let encoded = self
-            .store
+        self.store
             .codec()
-            .encode(object, version, MediaType::Json)
-            .map_err(ApiError::internal)?;
-        serde_json::from_slice(&encoded).map_err(ApiError::internal)
+            .encode_value(object, version)
+            .map_err(ApiError::internal)
     }
 
     /// The object's Scale.
     fn scale(&self, object: &T, version: &str) -> Result<Value, ApiError> {
         let value = self.to_value(object, version)?;
-        let replicas = |path: &str| read_path(&value, path).and_then(Value::as_i64).unwrap_or(0);
+        let replicas = |path: &str| json_path(&value, path).and_then(Value::as_i64).unwrap_or(0);
         let meta = object.metadata();
         let mut metadata = json!({
             "name": meta.name,
@@ -83,7 +75,7 @@ impl<T: Resource> ScaleEndpoint<T> {
         let mut status = json!({ "replicas": replicas(self.paths.status_replicas) });
         if !self.paths.label_selector.is_empty()
             && let Some(selector) =
-                read_path(&value, self.paths.label_selector).and_then(Value::as_str)
+                json_path(&value, self.paths.label_selector).and_then(Value::as_str)
             && !selector.is_empty()
         {
             status["selector"] = json!(selector);
@@ -282,14 +274,8 @@ impl<T: Resource> UpdatedObject<T> for Scaled<'_, T> {
             .endpoint
             .store
             .codec()
-            .decode(
-                &serde_json::to_vec(&value).map_err(ApiError::internal)?,
-                MediaType::Json,
-                self.version,
-                FieldValidation::Ignore,
-            )
-            .map_err(|e| ApiError::internal(e.to_string()))?
-            .object;
+            .decode_value(&value, self.version)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
         // The Scale's resourceVersion is the precondition, as for any update; none means unconditional.
         let requested = scale
             .get("metadata")
@@ -337,8 +323,8 @@ mod tests {
     #[test]
     fn json_paths_read_and_write() {
         let mut value = json!({"spec": {"replicas": 2}});
-        assert_eq!(read_path(&value, ".spec.replicas"), Some(&json!(2)));
-        assert_eq!(read_path(&value, ".status.replicas"), None);
+        assert_eq!(json_path(&value, ".spec.replicas"), Some(&json!(2)));
+        assert_eq!(json_path(&value, ".status.replicas"), None);
         write_path(&mut value, ".status.replicas", json!(3));
         write_path(&mut value, ".spec.replicas", json!(5));
         assert_eq!(

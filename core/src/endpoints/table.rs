@@ -138,7 +138,7 @@ fn cell(column: &PrinterColumn, object: &Value) -> Value {
 }
 
 /// Evaluates a simple JSONPath (`.spec.toppings[0].name`, optionally in `{...}`).
-fn json_path<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
+pub(super) fn json_path<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
     let path = path.trim();
     let path = path
         .strip_prefix('{')

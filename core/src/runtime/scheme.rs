@@ -358,6 +358,34 @@ impl<H: Resource> ResourceCodec<H> {
         Ok(codec.encode(object, format)?)
     }
 
+    /// A hub object as `version` shows it in JSON, as a value to work on (patches, field management, scale).
+    pub fn encode_value(
+        &self,
+        object: &H,
+        version: &str,
+    ) -> Result<serde_json::Value, EncodeError> {
+        let encoded = self.encode(object, version, MediaType::Json)?;
+        serde_json::from_slice(&encoded)
+            .map_err(|e| EncodeError::Codec(CodecError::Encode(e.to_string())))
+    }
+
+    /// A JSON value of `version` (its `apiVersion` and `kind` set here) into the hub, with defaults and without
+    /// field validation: for values the server made itself.
+    pub fn decode_value(&self, value: &serde_json::Value, version: &str) -> Result<H, DecodeError> {
+        let mut value = value.clone();
+        if let serde_json::Value::Object(map) = &mut value {
+            map.insert(
+                "apiVersion".into(),
+                H::group_version(version).api_version().into(),
+            );
+            map.insert("kind".into(), H::KIND.into());
+        }
+        let bytes = serde_json::to_vec(&value).map_err(|e| CodecError::Encode(e.to_string()))?;
+        Ok(self
+            .decode(&bytes, MediaType::Json, version, FieldValidation::Ignore)?
+            .object)
+    }
+
     /// Encodes hub objects as a `<Kind>List` of `version` in `format`.
     pub fn encode_list(
         &self,
