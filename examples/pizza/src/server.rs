@@ -87,9 +87,9 @@ pub struct Options {
     #[command(flatten)]
     pub etcd: EtcdOptions,
 
-    /// The in-process controllers to run, as kube-controller-manager's flag: `*` for all (the default), `-name`
-    /// to leave one out. Known: pizza-cost (a pizza's status.cost from its toppings), oven (an oven line's status
-    /// from its spec).
+    /// The in-process controllers to run, as kube-controller-manager's flag: `*` for all (the default), `*,-name`
+    /// for all but one; a list without `*` runs only the controllers it names. Known: pizza-cost (a pizza's
+    /// status.cost from its toppings), oven (an oven line's status from its spec).
     #[arg(long = "controllers", value_delimiter = ',', default_value = "*")]
     pub controllers: Vec<String>,
 }

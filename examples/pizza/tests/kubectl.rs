@@ -686,3 +686,51 @@ async fn diff_and_server_dry_run_apply_change_nothing() {
     ]);
     assert_eq!(toppings, r#"["mozzarella","tomato"]"#);
 }
+
+/// `--controllers` as kube-controller-manager reads it: `*,-oven` runs the cost controller and not the oven
+/// controller; an unknown name stops the server from starting.
+#[tokio::test(flavor = "multi_thread")]
+async fn controllers_flag_chooses_the_controllers() {
+    let server = TestServer::start(&["--controllers=*,-oven"]).await;
+    let oven = "apiVersion: restaurant.programming-kubernetes.info/v1beta1\nkind: Oven\nmetadata:\n  name: main\nspec:\n  replicas: 2\n";
+    server.kubectl_stdin_ok(&["create", "-f", "-"], oven);
+    server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
+    server.kubectl_stdin_ok(&["create", "-f", "-"], MARGHERITA);
+    // The cost controller runs: mozzarella (1.0) and tomato (0.1).
+    let mut cost = String::new();
+    for _ in 0..100 {
+        cost = server.kubectl_ok(&[
+            "get",
+            "pizza",
+            "margherita",
+            "-o",
+            "jsonpath={.status.cost}",
+        ]);
+        if cost == "1.1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(cost, "1.1");
+    // The oven controller does not: the oven, created first, still burns nothing.
+    let burning = server.kubectl_ok(&["get", "oven", "main", "-o", "jsonpath={.status.replicas}"]);
+    assert_eq!(burning, "0");
+
+    let dir = tempfile::tempdir().unwrap();
+    let options = <pizza_apiserver::server::Options as clap::Parser>::parse_from([
+        "pizza-apiserver",
+        "--secure-port=0",
+        "--storage-backend=memory",
+        "--controllers=*,-nosuch",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let error = pizza_apiserver::server::start(options)
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(
+        error.to_string(),
+        "--controllers: \"nosuch\" is not in the list of known controllers"
+    );
+}

@@ -360,6 +360,6 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
 /// The example manifests of the README.
 /// Leaves out the cost controller, for tests that write a pizza's status themselves or count its events.
 #[allow(dead_code)]
-pub const NO_COST_CONTROLLER: &str = "--controllers=-pizza-cost";
+pub const NO_COST_CONTROLLER: &str = "--controllers=*,-pizza-cost";
 pub const TOPPINGS: &str = include_str!("../../artifacts/toppings.yaml");
 pub const MARGHERITA: &str = include_str!("../../artifacts/margherita.yaml");
