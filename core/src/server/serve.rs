@@ -31,6 +31,7 @@ use super::healthz::{HealthCheck, HealthEndpoint, HookStatus};
 use super::status::{method_not_allowed, not_found};
 use super::tls::{ServingCertificate, TlsError};
 use super::{ServingOptions, ShutdownSignal, VersionInfo};
+use crate::audit::Auditor;
 use crate::auth::{
     AlwaysDeny, AuthenticatedOrAnonymous, Authenticator, Authorizer, DEFAULT_ALWAYS_ALLOW_PATHS,
     PathAuthorizer, PeerCertificates, PrivilegedGroups, UnionAuthenticator, UnionAuthorizer,
@@ -122,6 +123,7 @@ pub struct ServerBuilder {
     request_info: RequestInfoFactory,
     signal: ShutdownSignal,
     metrics: Arc<Metrics>,
+    auditor: Option<Arc<Auditor>>,
 }
 
 /// When a connection that serves nothing is closed.
@@ -159,7 +161,15 @@ impl ServerBuilder {
             request_info: RequestInfoFactory::default(),
             signal: ShutdownSignal::new(),
             metrics: Arc::new(Metrics::new()),
+            auditor: None,
         }
+    }
+
+    /// Audits requests with this policy and these backends ([`crate::audit::AuditOptions::auditor`]); `None`
+    /// (the default) audits nothing. Queued events are written out when the server has drained.
+    pub fn auditor(mut self, auditor: Option<Arc<Auditor>>) -> Self {
+        self.auditor = auditor;
+        self
     }
 
     /// The serving flags.
@@ -336,6 +346,7 @@ impl ServerBuilder {
             ),
             request_timeout: self.options.request_timeout,
             metrics: self.metrics,
+            auditor: self.auditor.clone(),
         }
         .apply(app);
 
@@ -360,6 +371,7 @@ impl ServerBuilder {
             shutdown_timeout: self.shutdown_timeout,
             connection_timeouts: self.connection_timeouts,
             signal: self.signal,
+            auditor: self.auditor,
         })
     }
 }
@@ -377,6 +389,7 @@ pub struct Server {
     shutdown_timeout: Duration,
     connection_timeouts: ConnectionTimeouts,
     signal: ShutdownSignal,
+    auditor: Option<Arc<Auditor>>,
 }
 
 impl Server {
@@ -446,6 +459,7 @@ impl Server {
             shutdown_timeout,
             connection_timeouts,
             signal,
+            auditor,
             ..
         } = self;
 
@@ -523,6 +537,9 @@ impl Server {
                 ?shutdown_timeout,
                 "connections still open after the shutdown timeout"
             );
+        }
+        if let Some(auditor) = auditor {
+            auditor.shutdown().await;
         }
         tracing::info!(name = %name, "server stopped");
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use apiserver::admission::{
     AdmissionOptions, Initializer, NAMESPACE_LIFECYCLE, NamespaceLifecycle, Plugins,
 };
+use apiserver::audit::AuditOptions;
 use apiserver::auth::{
     ALL_AUTHENTICATED_GROUP, AuthenticationOptions, AuthorizationOptions, BearerTokens,
     DEFAULT_ALWAYS_ALLOW_PATHS, SYSTEM_PRIVILEGED_GROUP, User,
@@ -70,6 +71,9 @@ pub struct Options {
     #[command(flatten)]
     pub core_api: CoreApiOptions,
 
+    #[command(flatten)]
+    pub audit: AuditOptions,
+
     /// Where the server keeps its state: certificates, the kubeconfig it writes, and embedded databases.
     #[arg(long = "data-dir", default_value = "pizza-apiserver.local.data")]
     pub data_dir: PathBuf,
@@ -104,6 +108,8 @@ pub enum StartError {
     },
     #[error("storage: {0}")]
     Storage(String),
+    #[error(transparent)]
+    Audit(#[from] apiserver::audit::AuditError),
     #[error("core cluster: {0}")]
     Cluster(#[from] apiserver::cluster::ClusterError),
     #[error("admission: {0}")]
@@ -249,6 +255,7 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
         ovens.storage().clone(),
     ];
     let mut builder = Server::builder("pizza-apiserver")
+        .auditor(options.audit.auditor().await?)
         .options(options.serving.clone())
         .anonymous(options.authentication.anonymous_auth);
     let token = match mode {

@@ -178,6 +178,7 @@ struct Pizza {
     port: u16,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
+    audit_log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -193,6 +194,13 @@ async fn start_pizza(
     std::fs::write(&cert_file, cert).unwrap();
     std::fs::write(&key_file, key).unwrap();
     let data_dir = dir.path().join("data");
+    let audit_policy = dir.path().join("audit-policy.yaml");
+    std::fs::write(
+        &audit_policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n  resources:\n  - group: restaurant.programming-kubernetes.info\n",
+    )
+    .unwrap();
+    let audit_log = dir.path().join("audit.log");
     let path = |p: &Path| p.to_str().expect("utf-8 path").to_string();
     let options = Options::parse_from([
         "pizza-apiserver".to_string(),
@@ -207,6 +215,8 @@ async fn start_pizza(
             path(authorization_kubeconfig)
         ),
         format!("--kubeconfig={}", path(core_kubeconfig)),
+        format!("--audit-policy-file={}", path(&audit_policy)),
+        format!("--audit-log-path={}", path(&audit_log)),
     ]);
     assert_eq!(options.mode(), Mode::Delegated);
     let started = start(options).await.expect("pizza server starts");
@@ -233,6 +243,7 @@ async fn start_pizza(
     });
     Pizza {
         url: started.url,
+        audit_log,
         port,
         stop,
         task,
@@ -312,6 +323,7 @@ async fn behind_kube_apiserver() {
     through_the_aggregator(&cluster, &admin).await;
     users_roles_and_service_accounts(&cluster, &admin, &direct).await;
     impersonation(&cluster, &direct).await;
+    audited(&cluster, &pizza.audit_log).await;
     bypass_catalogue(&cluster, &direct).await;
     reviews_are_cached(&cluster, &admin, &direct).await;
     namespace_lifecycle(&admin).await;
@@ -690,6 +702,49 @@ async fn impersonation(cluster: &Cluster, direct: &Direct) {
         "{status}"
     );
     assert_stored(direct, cluster, "impersonated", false).await;
+}
+
+/// The audit log of the pizza server: a request through kube-apiserver is recorded under the audit ID the
+/// client sees (the one it sent), as the user the aggregator vouched for; the impersonation above is recorded
+/// with both users.
+async fn audited(cluster: &Cluster, audit_log: &Path) {
+    let request = http::Request::get(TOPPINGS)
+        .header("Audit-ID", "e2e-audit-id")
+        .body(kube::client::Body::from(Vec::new()))
+        .unwrap();
+    let response = cluster.admin_client().send(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["audit-id"], "e2e-audit-id");
+    let events: Vec<Value> = std::fs::read_to_string(audit_log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ours: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["auditID"] == "e2e-audit-id")
+        .collect();
+    assert_eq!(ours.len(), 2, "{ours:?}");
+    assert_eq!(ours[0]["stage"], "RequestReceived");
+    assert_eq!(ours[1]["stage"], "ResponseComplete");
+    assert_eq!(ours[1]["user"]["username"], "admin");
+    assert_eq!(ours[1]["sourceIPs"][0], "127.0.0.1");
+    assert_eq!(ours[1]["responseStatus"]["code"], 200);
+    assert_eq!(
+        ours[1]["annotations"]["authorization.k8s.io/decision"],
+        "allow"
+    );
+    let impersonated = events
+        .iter()
+        .find(|e| e["impersonatedUser"]["username"] == "alice" && e["stage"] == "ResponseComplete")
+        .expect("the impersonated create is audited");
+    assert_eq!(impersonated["user"]["username"], "admin");
+    assert_eq!(impersonated["verb"], "create");
+    assert_eq!(impersonated["responseStatus"]["code"], 403);
+    assert_eq!(
+        impersonated["annotations"]["authorization.k8s.io/decision"],
+        "forbid"
+    );
 }
 
 /// Whether a topping of that name is stored, read as the aggregator reading for an admin.

@@ -11,17 +11,42 @@ use axum::response::Response;
 use http::header;
 use http::request::Parts;
 
+use super::audit::new_event;
+use super::authorization::attributes;
+use crate::audit::{AuditContext, Auditor, Level, ResponseStatus, Stage};
 use crate::auth::{Authenticator, User};
+use crate::endpoints::RequestInfo;
 use crate::meta::Status;
 use crate::server::status::{internal_error, status_response};
 
+/// What authentication needs: the authenticator, and the auditor that records failed attempts.
+#[derive(Clone)]
+pub struct Authentication {
+    /// Who the request is from.
+    pub authenticator: Arc<dyn Authenticator>,
+    /// Records refused requests (a `ResponseStarted` event), when auditing is on.
+    pub auditor: Option<Arc<Auditor>>,
+}
+
 /// Authenticates the request; no user (or an authenticator error) is 401 `Unauthorized`.
 pub async fn authenticate(
-    State(authenticator): State<Arc<dyn Authenticator>>,
+    State(Authentication {
+        authenticator,
+        auditor,
+    }): State<Authentication>,
     request: Request,
     next: Next,
 ) -> Response {
     let (mut parts, body) = request.into_parts();
+    let unauthorized = |parts: http::request::Parts| {
+        if let Some(auditor) = &auditor {
+            audit_failure(
+                auditor,
+                &Request::from_parts(parts, axum::body::Body::empty()),
+            );
+        }
+        unauthorized()
+    };
     match authenticator.authenticate(&parts).await {
         Ok(Some(user)) => {
             parts.headers.remove(header::AUTHORIZATION);
@@ -29,16 +54,37 @@ pub async fn authenticate(
             parts.extensions.insert(user);
             next.run(Request::from_parts(parts, body)).await
         }
-        Ok(None) => unauthorized(),
+        Ok(None) => unauthorized(parts),
         Err(e) => {
             tracing::info!(uri = %parts.uri, "unable to authenticate the request: {e}");
-            unauthorized()
+            unauthorized(parts)
         }
     }
 }
 
+/// upstream's `WithFailedAuthenticationAudit`: one `ResponseStarted` event with no user. The response status is
+/// the 401 `Status` (upstream first writes which credentials were tried, then the response's `Status` replaces
+/// it: kube-apiserver 1.36 logs `"message":"Unauthorized","reason":"Unauthorized"`).
+fn audit_failure(auditor: &Arc<Auditor>, request: &Request) {
+    let Some(info) = request.extensions().get::<RequestInfo>() else {
+        return;
+    };
+    let attributes = attributes(&User::default(), info);
+    let config = auditor.evaluate(&attributes);
+    if config.level == Level::None {
+        return;
+    }
+    let mut event = new_event(request, &attributes);
+    event.response_status = Some(ResponseStatus::from_status(&unauthorized_status(), 401));
+    let _ = AuditContext::new(auditor.clone(), config, event).emit(Stage::ResponseStarted);
+}
+
+fn unauthorized_status() -> Status {
+    Status::unauthorized("Unauthorized")
+}
+
 fn unauthorized() -> Response {
-    status_response(&Status::unauthorized("Unauthorized"))
+    status_response(&unauthorized_status())
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for User {

@@ -8,6 +8,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::request_info::request_uri;
+use crate::audit::{AuditContext, DECISION_ANNOTATION, REASON_ANNOTATION};
 use crate::auth::{Attributes, Authorizer, Decision, User, go_quote};
 use crate::endpoints::RequestInfo;
 use crate::meta::Status;
@@ -26,10 +27,26 @@ pub async fn authorize(
         return internal_error("no RequestInfo or user found in the context");
     };
     let attributes = attributes(user, info);
+    let audit = request.extensions().get::<AuditContext>().cloned();
+    let annotate = |decision: Option<&str>, reason: &str| {
+        if let Some(audit) = &audit {
+            if let Some(decision) = decision {
+                audit.annotate(DECISION_ANNOTATION, decision);
+            }
+            audit.annotate(REASON_ANNOTATION, reason);
+        }
+    };
     match authorizer.authorize(&attributes).await {
-        Ok((Decision::Allow, _)) => next.run(request).await,
-        Ok((_, reason)) => forbidden(&attributes, &reason),
+        Ok((Decision::Allow, reason)) => {
+            annotate(Some("allow"), &reason);
+            next.run(request).await
+        }
+        Ok((_, reason)) => {
+            annotate(Some("forbid"), &reason);
+            forbidden(&attributes, &reason)
+        }
         Err(e) => {
+            annotate(None, "internal error");
             tracing::error!(uri = %request.uri(), "authorization error: {e}");
             internal_error(&format!(
                 "Internal Server Error: {}: {e}",

@@ -9,6 +9,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::authorization::forbidden;
+use crate::audit::AuditContext;
 use crate::auth::{Authorizer, Decision, User, impersonation};
 use crate::meta::Status;
 use crate::server::status::{internal_error, status_response};
@@ -40,6 +41,9 @@ pub async fn impersonate(
     }
     tracing::debug!(user = %requestor.name, as_user = %asked.user.name, "impersonating");
     impersonation::clear_headers(&mut parts.headers);
+    if let Some(audit) = parts.extensions.get::<AuditContext>() {
+        audit.impersonated(&asked.user);
+    }
     parts.extensions.insert(asked.user);
     next.run(Request::from_parts(parts, body)).await
 }

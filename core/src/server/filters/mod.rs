@@ -8,13 +8,15 @@
 //! 4. [`warning`]: a [`Warnings`] recorder in the extensions, written out as `Warning` headers;
 //! 5. [`timeout`]: 504 for a request that is not long-running and has not been answered in time;
 //! 6. [`authentication`]: the [`User`](crate::auth::User) into the extensions, or 401;
-//! 7. [`impersonation`]: `Impersonate-*` headers switch the user, if the authorizer allows it, or 403;
-//! 8. [`max_in_flight`]: 429 when too many requests are being served;
-//! 9. [`authorization`]: allow, or 403 with upstream's message.
+//! 7. [`audit`]: the request's audit events, when an audit policy is configured;
+//! 8. [`impersonation`]: `Impersonate-*` headers switch the user, if the authorizer allows it, or 403;
+//! 9. [`max_in_flight`]: 429 when too many requests are being served;
+//! 10. [`authorization`]: allow, or 403 with upstream's message.
 //!
 //! `Audit-ID` sits outside panic recovery, as upstream's `WithAuditInit` does, so that even the 500 of a
 //! panic carries the ID that the log line names.
 
+pub mod audit;
 pub mod audit_id;
 pub mod authentication;
 pub mod authorization;
@@ -32,6 +34,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::middleware::{from_fn, from_fn_with_state};
 
+use crate::audit::Auditor;
 use crate::auth::{Authenticator, Authorizer};
 use crate::endpoints::RequestInfoFactory;
 use crate::metrics::Metrics;
@@ -56,13 +59,15 @@ pub struct FilterChain {
     pub request_timeout: Duration,
     /// Where the REST handlers record requests (an extension of every request).
     pub metrics: Arc<Metrics>,
+    /// The audit policy and backends, if auditing is on.
+    pub auditor: Option<Arc<Auditor>>,
 }
 
 impl FilterChain {
     /// Wraps every route of `router` (and its fallbacks) in the chain.
     pub fn apply(self, router: Router) -> Router {
         // `Router::layer` wraps what is already there, so the innermost filter goes on first.
-        router
+        let router = router
             .layer(from_fn_with_state(
                 self.authorizer.clone(),
                 authorization::authorize,
@@ -71,9 +76,17 @@ impl FilterChain {
             .layer(from_fn_with_state(
                 self.authorizer,
                 impersonation::impersonate,
-            ))
+            ));
+        let router = match &self.auditor {
+            Some(auditor) => router.layer(from_fn_with_state(auditor.clone(), audit::audit)),
+            None => router,
+        };
+        router
             .layer(from_fn_with_state(
-                self.authenticator,
+                authentication::Authentication {
+                    authenticator: self.authenticator,
+                    auditor: self.auditor,
+                },
                 authentication::authenticate,
             ))
             .layer(from_fn_with_state(
@@ -112,6 +125,7 @@ mod tests {
             request_timeout: Duration::from_millis(100),
             limits: InFlightLimits::new(0, 0),
             metrics: Arc::default(),
+            auditor: None,
         }
         .apply(router)
     }

@@ -1,0 +1,382 @@
+//! Where audit events go: a log file (or stdout), written in the request's path or in batches, and a webhook
+//! that gets `EventList`s in batches (upstream's `log`, `webhook` and `buffered` plugins).
+//!
+//! Events reach a backend already encoded (one JSON document each), so an event is serialized once whatever
+//! the number of backends.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{NaiveDateTime, Utc};
+use tokio::sync::mpsc;
+
+/// The timestamp in rotated files' names (lumberjack's `2006-01-02T15-04-05.000`, UTC).
+const BACKUP_TIME_FORMAT: &str = "%Y-%m-%dT%H-%M-%S%.3f";
+
+/// Something events are written to in batches.
+#[async_trait::async_trait]
+pub trait Sink: Send + Sync + 'static {
+    /// The plugin name for logs (`log`, `webhook`).
+    fn name(&self) -> &'static str;
+    /// Writes events in order.
+    async fn write(&self, events: &[Bytes]) -> Result<(), String>;
+}
+
+/// The audit log: one JSON event per line, in a file with lumberjack's size-based rotation or on stdout.
+pub struct LogSink {
+    out: Mutex<LogOutput>,
+}
+
+enum LogOutput {
+    Stdout,
+    File(RotatingFile),
+}
+
+/// When the log file is rotated and which rotated files are kept.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rotation {
+    /// Rotate once the file would grow past this many megabytes (0: never, as upstream since 1.36).
+    pub max_size_mb: u64,
+    /// Delete rotated files older than this many days (0: keep).
+    pub max_age_days: u64,
+    /// Keep at most this many rotated files (0: all).
+    pub max_backups: usize,
+}
+
+struct RotatingFile {
+    path: PathBuf,
+    file: File,
+    size: u64,
+    rotation: Option<Rotation>,
+}
+
+impl LogSink {
+    /// Opens (creating, mode 0600) `path` for appending, or stdout for `-`.
+    pub fn open(path: &Path, rotation: Rotation) -> Result<LogSink, String> {
+        if path == Path::new("-") {
+            return Ok(LogSink {
+                out: Mutex::new(LogOutput::Stdout),
+            });
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let file = open_append(path)?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(LogSink {
+            out: Mutex::new(LogOutput::File(RotatingFile {
+                path: path.to_path_buf(),
+                file,
+                size,
+                rotation: (rotation.max_size_mb > 0).then_some(rotation),
+            })),
+        })
+    }
+
+    /// Writes the events, a line each, in one write call.
+    pub fn write_now(&self, events: &[Bytes]) -> Result<(), String> {
+        let mut buf = Vec::with_capacity(events.iter().map(|e| e.len() + 1).sum());
+        for event in events {
+            buf.extend_from_slice(event);
+            buf.push(b'\n');
+        }
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *out {
+            LogOutput::Stdout => std::io::stdout()
+                .lock()
+                .write_all(&buf)
+                .map_err(|e| e.to_string()),
+            LogOutput::File(file) => file.write(&buf),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for LogSink {
+    fn name(&self) -> &'static str {
+        "log"
+    }
+
+    async fn write(&self, events: &[Bytes]) -> Result<(), String> {
+        self.write_now(events)
+    }
+}
+
+fn open_append(path: &Path) -> Result<File, String> {
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+impl RotatingFile {
+    fn write(&mut self, buf: &[u8]) -> Result<(), String> {
+        if let Some(rotation) = self.rotation {
+            let max = rotation.max_size_mb * 1024 * 1024;
+            if self.size > 0 && self.size + buf.len() as u64 > max {
+                self.rotate(rotation)?;
+            }
+        }
+        self.file.write_all(buf).map_err(|e| e.to_string())?;
+        self.size += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Renames the file to `<name>-<time><ext>`, opens a new one, and prunes rotated files.
+    fn rotate(&mut self, rotation: Rotation) -> Result<(), String> {
+        let (stem, ext) = split_name(&self.path);
+        let time = Utc::now().format(BACKUP_TIME_FORMAT);
+        let backup = self.path.with_file_name(format!("{stem}-{time}{ext}"));
+        std::fs::rename(&self.path, &backup).map_err(|e| format!("rotating audit log: {e}"))?;
+        self.file = open_append(&self.path)?;
+        self.size = 0;
+        if let Err(e) = prune(&self.path, rotation) {
+            tracing::warn!("pruning rotated audit logs: {e}");
+        }
+        Ok(())
+    }
+}
+
+/// `audit.log` → (`audit`, `.log`).
+fn split_name(path: &Path) -> (String, String) {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match name.rfind('.') {
+        Some(dot) if dot > 0 => (name[..dot].to_string(), name[dot..].to_string()),
+        _ => (name, String::new()),
+    }
+}
+
+/// Deletes rotated files beyond `max_backups` (oldest first) and older than `max_age_days`.
+fn prune(path: &Path, rotation: Rotation) -> std::io::Result<()> {
+    let (stem, ext) = split_name(path);
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => dir.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    let mut backups: Vec<(NaiveDateTime, PathBuf)> = std::fs::read_dir(&dir)?
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let time = name.strip_prefix(&format!("{stem}-"))?.strip_suffix(&ext)?;
+            let time = NaiveDateTime::parse_from_str(time, BACKUP_TIME_FORMAT).ok()?;
+            Some((time, entry.path()))
+        })
+        .collect();
+    backups.sort_by_key(|b| std::cmp::Reverse(b.0));
+    let cutoff = Utc::now().naive_utc()
+        - chrono::Duration::days(i64::try_from(rotation.max_age_days).unwrap_or(i64::MAX / 2));
+    for (i, (time, path)) in backups.iter().enumerate() {
+        let too_many = rotation.max_backups > 0 && i >= rotation.max_backups;
+        let too_old = rotation.max_age_days > 0 && *time < cutoff;
+        if too_many || too_old {
+            std::fs::remove_file(path)?;
+        }
+    }
+    Ok(())
+}
+
+/// The audit webhook: `POST`s an `audit.k8s.io/v1` `EventList` per batch to the server its kubeconfig names,
+/// retrying failed batches with backoff (upstream's `webhook` plugin).
+pub struct WebhookSink {
+    client: kube::Client,
+    initial_backoff: Duration,
+}
+
+/// How often a failed batch is tried in all (upstream's `DefaultRetryBackoff` steps).
+const WEBHOOK_ATTEMPTS: u32 = 5;
+
+impl WebhookSink {
+    /// A sink for the kubeconfig at `path` (its current context's server is the webhook URL).
+    pub async fn new(path: &Path, initial_backoff: Duration) -> Result<WebhookSink, String> {
+        let config = crate::cluster::config(Some(path))
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{}: no cluster", path.display()))?;
+        let client = crate::cluster::request_client(&config).map_err(|e| e.to_string())?;
+        Ok(WebhookSink {
+            client,
+            initial_backoff,
+        })
+    }
+
+    async fn post(&self, body: Vec<u8>) -> Result<(), String> {
+        // An authority-form URI has no path, so the client sends to the kubeconfig's URL exactly as written
+        // (a path would be appended to it).
+        let request = http::Request::post(http::Uri::from_static("audit-webhook"))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .map_err(|e| e.to_string())?;
+        self.client
+            .request_text(request)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for WebhookSink {
+    fn name(&self) -> &'static str {
+        "webhook"
+    }
+
+    async fn write(&self, events: &[Bytes]) -> Result<(), String> {
+        let mut body = Vec::with_capacity(events.iter().map(|e| e.len() + 1).sum::<usize>() + 80);
+        body.extend_from_slice(
+            br#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":["#,
+        );
+        for (i, event) in events.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(event);
+        }
+        body.extend_from_slice(b"]}");
+        let mut wait = self.initial_backoff;
+        let mut attempt = 1;
+        loop {
+            match self.post(body.clone()).await {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt >= WEBHOOK_ATTEMPTS => return Err(e),
+                Err(e) => {
+                    tracing::debug!(attempt, "audit webhook failed, retrying: {e}");
+                    tokio::time::sleep(wait).await;
+                    wait = wait.mul_f64(1.5);
+                    attempt += 1;
+                }
+            }
+        }
+    }
+}
+
+/// How a batching backend groups events.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchConfig {
+    /// Events queued before new ones are dropped.
+    pub buffer_size: usize,
+    /// Most events per write.
+    pub max_size: usize,
+    /// Longest an event waits for its batch to fill.
+    pub max_wait: Duration,
+}
+
+/// Queues events for a task that writes them in batches; a full queue drops events (with an error in the
+/// log), so a slow sink never holds up requests.
+pub struct Batched {
+    name: &'static str,
+    queue: Mutex<Option<mpsc::Sender<Bytes>>>,
+    task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Batched {
+    /// Starts the writing task.
+    pub fn start(sink: std::sync::Arc<dyn Sink>, config: BatchConfig) -> Batched {
+        let (tx, mut rx) = mpsc::channel::<Bytes>(config.buffer_size.max(1));
+        let name = sink.name();
+        let max_size = config.max_size.max(1);
+        let task = tokio::spawn(async move {
+            let mut batch = Vec::with_capacity(max_size);
+            loop {
+                let Some(first) = rx.recv().await else { break };
+                batch.push(first);
+                let deadline = tokio::time::Instant::now() + config.max_wait;
+                while batch.len() < max_size {
+                    match rx.try_recv() {
+                        Ok(event) => batch.push(event),
+                        Err(mpsc::error::TryRecvError::Disconnected) => break,
+                        Err(mpsc::error::TryRecvError::Empty) => {
+                            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                                Ok(Some(event)) => batch.push(event),
+                                Ok(None) | Err(_) => break,
+                            }
+                        }
+                    }
+                }
+                if let Err(e) = sink.write(&batch).await {
+                    tracing::error!(
+                        plugin = name,
+                        events = batch.len(),
+                        "Error in audit plugin '{name}' affecting {} audit events: {e}",
+                        batch.len()
+                    );
+                }
+                batch.clear();
+            }
+        });
+        Batched {
+            name,
+            queue: Mutex::new(Some(tx)),
+            task: tokio::sync::Mutex::new(Some(task)),
+        }
+    }
+
+    /// Queues an event; `false` when the queue is full or closed (the event is dropped).
+    pub fn enqueue(&self, event: Bytes) -> bool {
+        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let sent = queue.as_ref().is_some_and(|q| q.try_send(event).is_ok());
+        if !sent {
+            tracing::error!(
+                plugin = self.name,
+                "Error in audit plugin '{}' affecting 1 audit events: audit buffer queue blocked",
+                self.name
+            );
+        }
+        sent
+    }
+
+    /// Stops taking events and waits until every queued one has been written.
+    pub async fn shutdown(&self) {
+        drop(self.queue.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(task) = self.task.lock().await.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_rotates_and_keeps_max_backups() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let sink = LogSink::open(
+            &path,
+            Rotation {
+                max_size_mb: 1,
+                max_age_days: 0,
+                max_backups: 2,
+            },
+        )
+        .unwrap();
+        let line = Bytes::from(vec![b'x'; 100 * 1024]);
+        for _ in 0..40 {
+            sink.write_now(std::slice::from_ref(&line)).unwrap();
+            // Distinct backup names need distinct milliseconds.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert_eq!(names[2], "audit.log");
+        for backup in &names[..2] {
+            assert!(backup.starts_with("audit-") && backup.ends_with(".log"));
+            let size = std::fs::metadata(dir.path().join(backup)).unwrap().len();
+            assert!(size <= 1024 * 1024 && size > 900 * 1024, "{backup}: {size}");
+        }
+    }
+}
