@@ -13,6 +13,7 @@ pub mod controller;
 pub mod discovery;
 pub mod endpoints;
 pub mod fieldmanager;
+pub mod logging;
 // A real kube-apiserver and etcd on loopback for end-to-end tests; only with the `testing` feature.
 #[cfg(feature = "testing")]
 pub mod envtest;

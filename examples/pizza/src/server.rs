@@ -16,6 +16,7 @@ use apiserver::codec::MediaType;
 use apiserver::controller::is_enabled;
 use apiserver::discovery::Discovery;
 use apiserver::endpoints::Api;
+use apiserver::logging::LoggingOptions;
 use apiserver::openapi::OpenApi;
 use apiserver::registry::Store;
 use apiserver::server::{HealthCheck, ServeError, Server, ServingOptions, VersionInfo};
@@ -73,6 +74,9 @@ pub struct Options {
 
     #[command(flatten)]
     pub audit: AuditOptions,
+
+    #[command(flatten)]
+    pub logging: LoggingOptions,
 
     /// Where the server keeps its state: certificates, the kubeconfig it writes, and embedded databases.
     #[arg(long = "data-dir", default_value = "pizza-apiserver.local.data")]

@@ -5,6 +5,7 @@
 //! 1. [`audit_id`]: the `Audit-ID` response header (the request's own, or a new UUID);
 //! 2. [`panic`]: a panic in anything below becomes a 500 `Status`, and the server keeps serving;
 //! 3. [`request_info`]: parses [`RequestInfo`](crate::endpoints::RequestInfo) once into the extensions;
+//!    [`httplog`] then writes the access log line of every request (at `-v=3`);
 //! 4. [`warning`]: a [`Warnings`] recorder in the extensions, written out as `Warning` headers;
 //! 5. [`timeout`]: 504 for a request that is not long-running and has not been answered in time;
 //! 6. [`authentication`]: the [`User`](crate::auth::User) into the extensions, or 401;
@@ -20,6 +21,7 @@ pub mod audit;
 pub mod audit_id;
 pub mod authentication;
 pub mod authorization;
+pub mod httplog;
 pub mod impersonation;
 pub mod max_in_flight;
 pub mod panic;
@@ -94,6 +96,7 @@ impl FilterChain {
                 timeout::with_timeout,
             ))
             .layer(from_fn(warning::record_warnings))
+            .layer(from_fn(httplog::log_request))
             .layer(from_fn_with_state(
                 self.request_info,
                 request_info::with_request_info,
