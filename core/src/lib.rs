@@ -24,6 +24,7 @@ pub mod registry;
 pub mod runtime;
 pub mod server;
 pub mod storage;
+pub mod telemetry;
 pub mod validation;
 
 pub use apiserver_derive::{Hub, Versioned};

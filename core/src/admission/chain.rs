@@ -4,10 +4,12 @@ use std::any::Any;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tracing::Instrument;
 
 use crate::auth::User;
 use crate::registry::{AdmissionCheck, ApiError};
 use crate::runtime::{GroupResource, GroupVersionKind, Resource};
+use crate::telemetry::SPAN_TARGET;
 
 /// A hub object as plugins see it: downcast it to the types the plugin handles.
 pub type AnyObject = dyn Any + Send + Sync;
@@ -110,6 +112,22 @@ pub trait Plugin: Send + Sync + 'static {
     }
 }
 
+/// A span per plugin step (`Admit NamespaceLifecycle`, `Validate PizzaToppings`), when spans are exported.
+fn plugin_span(name: &str, step: &'static str, operation: Operation) -> tracing::Span {
+    if !tracing::span_enabled!(target: SPAN_TARGET, tracing::Level::TRACE) {
+        return tracing::Span::none();
+    }
+    let title = if step == "admit" { "Admit" } else { "Validate" };
+    tracing::trace_span!(
+        target: SPAN_TARGET,
+        "admission",
+        otel.name = format!("{title} {name}"),
+        plugin = name,
+        r#type = step,
+        operation = operation.as_str(),
+    )
+}
+
 /// The enabled plugins in their fixed order: every mutating step runs before any validating one.
 #[derive(Clone, Default)]
 pub struct Chain {
@@ -141,9 +159,12 @@ impl Chain {
         attributes: &Attributes,
         object: &mut AnyObject,
     ) -> Result<(), ApiError> {
-        for (_, plugin) in &self.plugins {
+        for (name, plugin) in &self.plugins {
             if plugin.handles(attributes.operation) {
-                plugin.admit(attributes, object).await?;
+                plugin
+                    .admit(attributes, object)
+                    .instrument(plugin_span(name, "admit", attributes.operation))
+                    .await?;
             }
         }
         Ok(())
@@ -156,9 +177,12 @@ impl Chain {
         object: Option<&AnyObject>,
         old: Option<&AnyObject>,
     ) -> Result<(), ApiError> {
-        for (_, plugin) in &self.plugins {
+        for (name, plugin) in &self.plugins {
             if plugin.handles(attributes.operation) {
-                plugin.validate(attributes, object, old).await?;
+                plugin
+                    .validate(attributes, object, old)
+                    .instrument(plugin_span(name, "validate", attributes.operation))
+                    .await?;
             }
         }
         Ok(())

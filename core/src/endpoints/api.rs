@@ -19,8 +19,11 @@ use crate::auth::User;
 use crate::metrics::{InFlight, Metrics, RequestLabels};
 use crate::registry::Store;
 use crate::runtime::{KindDescription, Resource};
+use crate::server::AuditId;
 use crate::server::status::{method_not_allowed, not_found};
 use crate::server::{ShutdownSignal, Warnings};
+use crate::telemetry::SPAN_TARGET;
+use tracing::Instrument;
 
 use super::RequestInfo;
 
@@ -214,13 +217,14 @@ impl Api {
             headers: parts.headers,
             info,
         };
+        let span = handler_span(&context, verb, &parts.extensions, parts.version);
         let Some(metrics) = parts.extensions.get::<Arc<Metrics>>().cloned() else {
-            return endpoint.serve(context, verb, body).await;
+            return endpoint.serve(context, verb, body).instrument(span).await;
         };
         let labels = request_labels(&context);
         let started = Instant::now();
         let in_flight = metrics.started(&labels);
-        let response = endpoint.serve(context, verb, body).await;
+        let response = endpoint.serve(context, verb, body).instrument(span).await;
         drop(in_flight);
         let size = response.body().size_hint().exact();
         metrics.answered(&labels, response.status().as_u16(), started.elapsed(), size);
@@ -231,6 +235,55 @@ impl Api {
         }
         response
     }
+}
+
+/// The handler's span, as upstream's handlers name theirs (`Create`, `Get`, `List`, ...) with their
+/// `traceFields` attributes; disabled unless spans are exported.
+fn handler_span(
+    context: &Context,
+    verb: Verb,
+    extensions: &http::Extensions,
+    version: http::Version,
+) -> tracing::Span {
+    if !tracing::span_enabled!(target: SPAN_TARGET, tracing::Level::TRACE) {
+        return tracing::Span::none();
+    }
+    let name = match verb {
+        Verb::Get => "Get",
+        Verb::List => "List",
+        Verb::Watch => "WatchServer.HandleHTTP",
+        Verb::Create => "Create",
+        Verb::Update => "Update",
+        Verb::Patch => "Patch",
+        Verb::Delete | Verb::DeleteCollection => "Delete",
+    };
+    let info = &context.info;
+    let header = |name| context.header(name).unwrap_or_default();
+    let scope = if !info.name.is_empty() {
+        "resource"
+    } else if !info.namespace.is_empty() {
+        "namespace"
+    } else {
+        "cluster"
+    };
+    tracing::trace_span!(
+        target: SPAN_TARGET,
+        "handler",
+        otel.name = name,
+        accept = header(http::header::ACCEPT),
+        "audit-id" = extensions.get::<AuditId>().map(|a| a.0.as_str()).unwrap_or_default(),
+        "api-group" = info.api_group.as_str(),
+        "api-version" = info.api_version.as_str(),
+        name = info.name.as_str(),
+        subresource = info.subresource.as_str(),
+        namespace = info.namespace.as_str(),
+        protocol = ?version,
+        resource = info.resource.as_str(),
+        scope,
+        url = info.path.as_str(),
+        "user-agent" = header(http::header::USER_AGENT),
+        verb = info.verb.to_ascii_uppercase(),
+    )
 }
 
 /// A request's metric labels (upstream's `MonitorRequest` arguments).

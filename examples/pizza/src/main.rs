@@ -15,8 +15,16 @@ async fn main() -> ExitCode {
     use tracing_subscriber::util::SubscriberInitExt;
 
     let options = Options::parse();
+    let telemetry = match options.tracing.start() {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("pizza-apiserver: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     tracing_subscriber::registry()
         .with(options.logging.layer(&["pizza_apiserver"]))
+        .with(telemetry.as_ref().map(|t| t.layer()))
         .init();
     let backend = options.storage_backend;
     let started = match start(options).await {
@@ -36,7 +44,11 @@ async fn main() -> ExitCode {
         "try: kubectl --kubeconfig {} api-resources",
         started.kubeconfig.display()
     );
-    match started.server.run_until_signal().await {
+    let result = started.server.run_until_signal().await;
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown().await;
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pizza-apiserver: {e}");

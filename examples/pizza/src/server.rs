@@ -22,6 +22,7 @@ use apiserver::registry::Store;
 use apiserver::server::{HealthCheck, ServeError, Server, ServingOptions, VersionInfo};
 use apiserver::storage::Storage;
 use apiserver::storage::memory::MemoryStorage;
+use apiserver::telemetry::TracingOptions;
 use apiserver_storage_etcd::{EtcdOptions, EtcdStorage, StorageMediaType};
 use apiserver_storage_rocks::{RocksOptions, RocksStorage};
 use apiserver_storage_sql::{SqlStorage, SqlStorageOptions};
@@ -77,6 +78,9 @@ pub struct Options {
 
     #[command(flatten)]
     pub logging: LoggingOptions,
+
+    #[command(flatten)]
+    pub tracing: TracingOptions,
 
     /// Where the server keeps its state: certificates, the kubeconfig it writes, and embedded databases.
     #[arg(long = "data-dir", default_value = "pizza-apiserver.local.data")]

@@ -11,8 +11,11 @@ use axum::response::Response;
 use http::header;
 use http::request::Parts;
 
+use std::time::SystemTime;
+
 use super::audit::new_event;
 use super::authorization::attributes;
+use super::traces::AuthenticationTime;
 use crate::audit::{AuditContext, Auditor, Level, ResponseStatus, Stage};
 use crate::auth::{Authenticator, User};
 use crate::endpoints::RequestInfo;
@@ -38,6 +41,7 @@ pub async fn authenticate(
     next: Next,
 ) -> Response {
     let (mut parts, body) = request.into_parts();
+    let start = SystemTime::now();
     let unauthorized = |parts: http::request::Parts| {
         if let Some(auditor) = &auditor {
             audit_failure(
@@ -52,6 +56,10 @@ pub async fn authenticate(
             parts.headers.remove(header::AUTHORIZATION);
             authenticator.clear_headers(&mut parts.headers);
             parts.extensions.insert(user);
+            parts.extensions.insert(AuthenticationTime {
+                start,
+                end: SystemTime::now(),
+            });
             next.run(Request::from_parts(parts, body)).await
         }
         Ok(None) => unauthorized(parts),

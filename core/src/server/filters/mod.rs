@@ -9,6 +9,7 @@
 //! 4. [`warning`]: a [`Warnings`] recorder in the extensions, written out as `Warning` headers;
 //! 5. [`timeout`]: 504 for a request that is not long-running and has not been answered in time;
 //! 6. [`authentication`]: the [`User`](crate::auth::User) into the extensions, or 401;
+//!    [`traces`] then opens the request span (when spans are exported);
 //! 7. [`audit`]: the request's audit events, when an audit policy is configured;
 //! 8. [`impersonation`]: `Impersonate-*` headers switch the user, if the authorizer allows it, or 403;
 //! 9. [`max_in_flight`]: 429 when too many requests are being served;
@@ -27,6 +28,7 @@ pub mod max_in_flight;
 pub mod panic;
 pub mod request_info;
 pub mod timeout;
+pub mod traces;
 pub mod transfer_encoding;
 pub mod warning;
 
@@ -84,6 +86,7 @@ impl FilterChain {
             None => router,
         };
         router
+            .layer(from_fn(traces::trace))
             .layer(from_fn_with_state(
                 authentication::Authentication {
                     authenticator: self.authenticator,
