@@ -25,6 +25,8 @@ const SLI_BUCKETS: &[f64] = &[
     0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0,
     30.0, 45.0, 60.0,
 ];
+/// Upstream's admission latency buckets.
+const ADMISSION_BUCKETS: &[f64] = &[0.005, 0.025, 0.1, 0.5, 1.0, 2.5];
 /// The labels of a request, as upstream's `MonitorRequest` sets them.
 pub const REQUEST_LABELS: &[&str] = &[
     "verb",
@@ -188,6 +190,29 @@ pub struct Metrics {
     pub inflight: IntGaugeVec,
     /// `apiserver_longrunning_requests`: REQUEST_LABELS without `dry_run`; open watches.
     pub longrunning: IntGaugeVec,
+    /// `etcd_request_duration_seconds{operation,type}`: calls to an etcd backend.
+    pub etcd_durations: HistogramVec,
+    /// `etcd_request_errors_total{operation,type}`.
+    pub etcd_errors: IntCounterVec,
+    /// `apiserver_storage_request_duration_seconds{backend,operation,type}`: calls to the other backends.
+    pub storage_durations: HistogramVec,
+    /// `apiserver_storage_request_errors_total{backend,operation,type}`.
+    pub storage_errors: IntCounterVec,
+    /// `authentication_attempts{result}`: `success`, `failure`, `error`.
+    pub authentication_attempts: IntCounterVec,
+    /// `authentication_duration_seconds{result}`.
+    pub authentication_durations: HistogramVec,
+    /// `authorization_attempts_total{result}`: `allowed`, `denied`, `no-opinion`, `error`.
+    pub authorization_attempts: IntCounterVec,
+    /// `authorization_duration_seconds{result}`.
+    pub authorization_durations: HistogramVec,
+    /// `apiserver_request_terminations_total`: REQUEST_LABELS without `dry_run`, and `code`: requests the server
+    /// cut short (timeouts, too many requests).
+    pub terminations: IntCounterVec,
+    /// `apiserver_admission_controller_admission_duration_seconds{name,operation,rejected,type}`.
+    pub admission_controller_durations: HistogramVec,
+    /// `apiserver_admission_step_admission_duration_seconds{operation,rejected,type}`.
+    pub admission_step_durations: HistogramVec,
     /// The series of each label set seen, resolved once: a request then costs one lookup, not four.
     series: RwLock<HashMap<RequestLabels, Arc<Series>>>,
     /// The two series of `inflight`: read-only and mutating.
@@ -201,6 +226,10 @@ struct Series {
     response_sizes: Histogram,
     /// `apiserver_request_total` by status code.
     requests: Mutex<Vec<(u16, IntCounter)>>,
+}
+
+fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("a valid counter")
 }
 
 fn histogram(name: &str, help: &str, buckets: &[f64], labels: &[&str]) -> HistogramVec {
@@ -267,16 +296,88 @@ impl Metrics {
                 &without_dry_run,
             )
             .expect("a valid gauge"),
+            etcd_durations: histogram(
+                "etcd_request_duration_seconds",
+                "Etcd request latency in seconds for each operation and object type.",
+                DURATION_BUCKETS,
+                &["operation", "type"],
+            ),
+            etcd_errors: counter(
+                "etcd_request_errors_total",
+                "Etcd failed request counts for each operation and object type.",
+                &["operation", "type"],
+            ),
+            storage_durations: histogram(
+                "apiserver_storage_request_duration_seconds",
+                "Storage backend request latency in seconds for each backend, operation and object type.",
+                DURATION_BUCKETS,
+                &["backend", "operation", "type"],
+            ),
+            storage_errors: counter(
+                "apiserver_storage_request_errors_total",
+                "Storage backend failed request counts for each backend, operation and object type.",
+                &["backend", "operation", "type"],
+            ),
+            authentication_attempts: counter(
+                "authentication_attempts",
+                "Counter of authenticated attempts.",
+                &["result"],
+            ),
+            authentication_durations: histogram(
+                "authentication_duration_seconds",
+                "Authentication duration in seconds broken out by result.",
+                &prometheus::exponential_buckets(0.001, 2.0, 15).expect("valid buckets"),
+                &["result"],
+            ),
+            authorization_attempts: counter(
+                "authorization_attempts_total",
+                "Counter of authorization attempts broken down by result. It can be either 'allowed', 'denied', 'no-opinion' or 'error'.",
+                &["result"],
+            ),
+            authorization_durations: histogram(
+                "authorization_duration_seconds",
+                "Authorization duration in seconds broken out by result.",
+                &prometheus::exponential_buckets(0.001, 2.0, 15).expect("valid buckets"),
+                &["result"],
+            ),
+            terminations: counter(
+                "apiserver_request_terminations_total",
+                "Number of requests which apiserver terminated in self-defense.",
+                &[without_dry_run.as_slice(), &["code"]].concat(),
+            ),
+            admission_controller_durations: histogram(
+                "apiserver_admission_controller_admission_duration_seconds",
+                "Admission controller latency histogram in seconds, identified by name and broken out for each operation and API resource and type (validate or admit).",
+                ADMISSION_BUCKETS,
+                &["name", "operation", "rejected", "type"],
+            ),
+            admission_step_durations: histogram(
+                "apiserver_admission_step_admission_duration_seconds",
+                "Admission sub-step latency histogram in seconds, broken out for each operation and API resource and step type (validate or admit).",
+                ADMISSION_BUCKETS,
+                &["operation", "rejected", "type"],
+            ),
             series: RwLock::default(),
             inflight_kinds,
         };
-        let collectors: [Box<dyn prometheus::core::Collector>; 6] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 17] = [
             Box::new(metrics.requests.clone()),
             Box::new(metrics.durations.clone()),
             Box::new(metrics.sli_durations.clone()),
             Box::new(metrics.response_sizes.clone()),
             Box::new(metrics.inflight.clone()),
             Box::new(metrics.longrunning.clone()),
+            Box::new(metrics.etcd_durations.clone()),
+            Box::new(metrics.etcd_errors.clone()),
+            Box::new(metrics.storage_durations.clone()),
+            Box::new(metrics.storage_errors.clone()),
+            Box::new(metrics.authentication_attempts.clone()),
+            Box::new(metrics.authentication_durations.clone()),
+            Box::new(metrics.authorization_attempts.clone()),
+            Box::new(metrics.authorization_durations.clone()),
+            Box::new(metrics.terminations.clone()),
+            Box::new(metrics.admission_controller_durations.clone()),
+            Box::new(metrics.admission_step_durations.clone()),
         ];
         for collector in collectors {
             metrics
@@ -354,6 +455,104 @@ impl Metrics {
         });
         let mut all = self.series.write().unwrap_or_else(|e| e.into_inner());
         all.entry(labels.clone()).or_insert(series).clone()
+    }
+
+    /// A storage call: its latency, and whether it failed (a missing key is an answer, not a failure).
+    pub fn storage_call(
+        &self,
+        backend: &str,
+        operation: &str,
+        resource: &str,
+        elapsed: Duration,
+        failed: bool,
+    ) {
+        let seconds = elapsed.as_secs_f64();
+        if backend == "etcd3" {
+            let labels = [operation, resource];
+            self.etcd_durations
+                .with_label_values(&labels)
+                .observe(seconds);
+            if failed {
+                self.etcd_errors.with_label_values(&labels).inc();
+            }
+        } else {
+            let labels = [backend, operation, resource];
+            self.storage_durations
+                .with_label_values(&labels)
+                .observe(seconds);
+            if failed {
+                self.storage_errors.with_label_values(&labels).inc();
+            }
+        }
+    }
+
+    /// An authentication: `success`, `failure` (no or bad credentials) or `error`.
+    pub fn authenticated(&self, result: &str, elapsed: Duration) {
+        self.authentication_attempts
+            .with_label_values(&[result])
+            .inc();
+        self.authentication_durations
+            .with_label_values(&[result])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// An authorization: `allowed`, `denied`, `no-opinion` or `error`.
+    pub fn authorized(&self, result: &str, elapsed: Duration) {
+        self.authorization_attempts
+            .with_label_values(&[result])
+            .inc();
+        self.authorization_durations
+            .with_label_values(&[result])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// A request the server cut short (timeout, too many requests), labelled from its request info.
+    pub fn terminated_request(&self, info: &crate::endpoints::RequestInfo, code: u16) {
+        let labels = RequestLabels::new(
+            &info.verb,
+            false,
+            &[],
+            [
+                &info.api_group,
+                &info.api_version,
+                &info.resource,
+                &info.subresource,
+            ],
+            &info.namespace,
+            &info.name,
+        );
+        self.terminated(&labels, code);
+    }
+
+    /// A request the server cut short, by its labels.
+    pub fn terminated(&self, labels: &RequestLabels, code: u16) {
+        let code = code.to_string();
+        let mut values = labels.values_without_dry_run().to_vec();
+        values.push(&code);
+        self.terminations.with_label_values(&values).inc();
+    }
+
+    /// One admission plugin's step (`admit` or `validate`) and the whole step, as upstream times them.
+    pub fn admission_step(
+        &self,
+        plugin: Option<&str>,
+        step: &str,
+        operation: &str,
+        rejected: bool,
+        elapsed: Duration,
+    ) {
+        let rejected = if rejected { "true" } else { "false" };
+        let seconds = elapsed.as_secs_f64();
+        match plugin {
+            Some(name) => self
+                .admission_controller_durations
+                .with_label_values(&[name, operation, rejected, step])
+                .observe(seconds),
+            None => self
+                .admission_step_durations
+                .with_label_values(&[operation, rejected, step])
+                .observe(seconds),
+        }
     }
 
     /// A watch stream opened: counted in `apiserver_longrunning_requests` until the returned guard drops.

@@ -2,11 +2,13 @@
 
 use std::any::Any;
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
 use tracing::Instrument;
 
 use crate::auth::User;
+use crate::metrics::Metrics;
 use crate::registry::{AdmissionCheck, ApiError};
 use crate::runtime::{GroupResource, GroupVersionKind, Resource};
 use crate::telemetry::SPAN_TARGET;
@@ -132,6 +134,7 @@ fn plugin_span(name: &str, step: &'static str, operation: Operation) -> tracing:
 #[derive(Clone, Default)]
 pub struct Chain {
     plugins: Vec<(String, Arc<dyn Plugin>)>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl std::fmt::Debug for Chain {
@@ -145,7 +148,36 @@ impl std::fmt::Debug for Chain {
 impl Chain {
     /// A chain of named plugins, run in the given order.
     pub fn new(plugins: Vec<(String, Arc<dyn Plugin>)>) -> Self {
-        Chain { plugins }
+        Chain {
+            plugins,
+            metrics: None,
+        }
+    }
+
+    /// Times each plugin and each step in `apiserver_admission_controller_admission_duration_seconds` and
+    /// `apiserver_admission_step_admission_duration_seconds`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn observe(
+        &self,
+        plugin: Option<&str>,
+        step: &str,
+        operation: Operation,
+        rejected: bool,
+        started: Instant,
+    ) {
+        if let Some(metrics) = &self.metrics {
+            metrics.admission_step(
+                plugin,
+                step,
+                operation.as_str(),
+                rejected,
+                started.elapsed(),
+            );
+        }
     }
 
     /// The names of the plugins, in order.
@@ -159,14 +191,28 @@ impl Chain {
         attributes: &Attributes,
         object: &mut AnyObject,
     ) -> Result<(), ApiError> {
+        let step = Instant::now();
         for (name, plugin) in &self.plugins {
             if plugin.handles(attributes.operation) {
-                plugin
+                let started = Instant::now();
+                let result = plugin
                     .admit(attributes, object)
                     .instrument(plugin_span(name, "admit", attributes.operation))
-                    .await?;
+                    .await;
+                self.observe(
+                    Some(name),
+                    "admit",
+                    attributes.operation,
+                    result.is_err(),
+                    started,
+                );
+                if result.is_err() {
+                    self.observe(None, "admit", attributes.operation, true, step);
+                }
+                result?;
             }
         }
+        self.observe(None, "admit", attributes.operation, false, step);
         Ok(())
     }
 
@@ -177,14 +223,28 @@ impl Chain {
         object: Option<&AnyObject>,
         old: Option<&AnyObject>,
     ) -> Result<(), ApiError> {
+        let step = Instant::now();
         for (name, plugin) in &self.plugins {
             if plugin.handles(attributes.operation) {
-                plugin
+                let started = Instant::now();
+                let result = plugin
                     .validate(attributes, object, old)
                     .instrument(plugin_span(name, "validate", attributes.operation))
-                    .await?;
+                    .await;
+                self.observe(
+                    Some(name),
+                    "validate",
+                    attributes.operation,
+                    result.is_err(),
+                    started,
+                );
+                if result.is_err() {
+                    self.observe(None, "validate", attributes.operation, true, step);
+                }
+                result?;
             }
         }
+        self.observe(None, "validate", attributes.operation, false, step);
         Ok(())
     }
 

@@ -165,6 +165,13 @@ impl ServerBuilder {
         }
     }
 
+    /// Records metrics in this registry (shared with the storage and admission the routes use); by default
+    /// the server makes its own.
+    pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
     /// Audits requests with this policy and these backends ([`crate::audit::AuditOptions::auditor`]); `None`
     /// (the default) audits nothing. Queued events are written out when the server has drained.
     pub fn auditor(mut self, auditor: Option<Arc<Auditor>>) -> Self {

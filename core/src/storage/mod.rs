@@ -19,6 +19,7 @@ mod change;
 mod continue_token;
 mod error;
 pub mod fields;
+pub mod instrumented;
 pub mod keys;
 pub mod labels;
 pub mod memory;

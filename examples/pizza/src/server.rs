@@ -17,10 +17,12 @@ use apiserver::controller::is_enabled;
 use apiserver::discovery::Discovery;
 use apiserver::endpoints::Api;
 use apiserver::logging::LoggingOptions;
+use apiserver::metrics::Metrics;
 use apiserver::openapi::OpenApi;
 use apiserver::registry::Store;
 use apiserver::server::{HealthCheck, ServeError, Server, ServingOptions, VersionInfo};
 use apiserver::storage::Storage;
+use apiserver::storage::instrumented::Instrumented;
 use apiserver::storage::memory::MemoryStorage;
 use apiserver::telemetry::TracingOptions;
 use apiserver_storage_etcd::{EtcdOptions, EtcdStorage, StorageMediaType};
@@ -187,6 +189,7 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
         path: data_dir.clone(),
         source,
     })?;
+    let metrics = Arc::new(Metrics::new());
     let backend = open_backend(&options).await?;
     let format = match options.etcd.storage_media_type {
         StorageMediaType::Json => MediaType::Json,
@@ -198,6 +201,14 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
         .clone()
         .unwrap_or_else(|| STORAGE_PREFIX.to_string());
     let storage_error = |e: apiserver::storage::StorageError| StartError::Storage(e.to_string());
+    let backend_name = match options.storage_backend {
+        Backend::Rocksdb => "rocksdb",
+        Backend::Memory => "memory",
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+        Backend::Etcd => "etcd3",
+    };
+    let backend = Instrumented::wrap(backend, backend_name, &prefix, metrics.clone());
     let toppings = Store::<Topping>::cached(
         backend.clone(),
         &prefix,
@@ -241,13 +252,15 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
             NamespaceLifecycle::build,
         )
         .register(PIZZA_TOPPINGS, true, PizzaToppings::build);
-    let admission = plugins.build(
-        &AdmissionOptions {
-            enable: options.serving.enable_admission_plugins.clone(),
-            disable: options.serving.disable_admission_plugins.clone(),
-        },
-        &initializer,
-    )?;
+    let admission = plugins
+        .build(
+            &AdmissionOptions {
+                enable: options.serving.enable_admission_plugins.clone(),
+                disable: options.serving.disable_admission_plugins.clone(),
+            },
+            &initializer,
+        )?
+        .with_metrics(metrics.clone());
 
     let api = Api::new(admission)
         .resource(pizzas.clone())
@@ -263,6 +276,7 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
         ovens.storage().clone(),
     ];
     let mut builder = Server::builder("pizza-apiserver")
+        .metrics(metrics)
         .auditor(options.audit.auditor().await?)
         .options(options.serving.clone())
         .anonymous(options.authentication.anonymous_auth);

@@ -220,6 +220,54 @@ async fn metrics_count_every_request_as_upstream_labels_them() {
     assert!(samples.contains_key("process_cpu_seconds_total"));
     assert!(samples.contains_key("process_open_fds"));
 
+    // Storage calls by backend, operation and resource: four creates reached the backend (the dry run did not;
+    // the second "a" did and was refused), none failed.
+    let storage = |operation: &str| {
+        value(
+            &samples,
+            "apiserver_storage_request_duration_seconds",
+            &[
+                ("backend", "memory"),
+                ("operation", operation),
+                ("type", "toppings"),
+            ],
+        )
+    };
+    assert_eq!(storage("create"), 4.0);
+    assert_eq!(storage("delete"), 1.0);
+    assert_eq!(
+        value(&samples, "apiserver_storage_request_errors_total", &[]),
+        0.0
+    );
+    assert!(!samples.contains_key("etcd_request_duration_seconds"));
+    // Admission: PizzaToppings saw every create that was not refused before it, the dry run included.
+    let admission = |step: &str| {
+        value(
+            &samples,
+            "apiserver_admission_controller_admission_duration_seconds",
+            &[
+                ("name", "PizzaToppings"),
+                ("operation", "CREATE"),
+                ("type", step),
+                ("rejected", "false"),
+            ],
+        )
+    };
+    assert_eq!(admission("admit"), 5.0);
+    assert_eq!(admission("validate"), 5.0);
+    assert!(
+        value(
+            &samples,
+            "apiserver_admission_step_admission_duration_seconds",
+            &[("operation", "CREATE"), ("type", "validate")],
+        ) >= 5.0
+    );
+    let attempts = |metric: &str, result: &str| value(&samples, metric, &[("result", result)]);
+    assert!(attempts("authentication_attempts", "success") >= 13.0);
+    assert_eq!(attempts("authentication_attempts", "failure"), 0.0);
+    assert!(attempts("authorization_attempts_total", "allowed") >= 13.0);
+    assert!(samples.contains_key("authentication_duration_seconds"));
+
     // The watch ends: no longer long-running.
     drop(_watch);
     let mut open = 1.0;
@@ -243,5 +291,25 @@ async fn metrics_count_every_request_as_upstream_labels_them() {
     assert_eq!(
         status["message"],
         "forbidden: User \"system:anonymous\" cannot get path \"/metrics\""
+    );
+    let bad = server.client_with_token(Some("not-a-token")).await;
+    let (code, _) = support::send(&bad, "GET", "/metrics", &[], None).await;
+    assert_eq!(code, 401);
+    let samples = scrape(&metrics_text(&server).await);
+    // A token no authenticator accepts is an authentication error, as upstream counts it.
+    assert_eq!(
+        value(&samples, "authentication_attempts", &[("result", "error")]),
+        1.0
+    );
+    assert!(
+        value(
+            &samples,
+            "authorization_attempts_total",
+            &[("result", "no-opinion")]
+        ) + value(
+            &samples,
+            "authorization_attempts_total",
+            &[("result", "denied")]
+        ) >= 1.0
     );
 }

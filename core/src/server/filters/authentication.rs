@@ -11,7 +11,7 @@ use axum::response::Response;
 use http::header;
 use http::request::Parts;
 
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use super::audit::new_event;
 use super::authorization::attributes;
@@ -20,6 +20,7 @@ use crate::audit::{AuditContext, Auditor, Level, ResponseStatus, Stage};
 use crate::auth::{Authenticator, User};
 use crate::endpoints::RequestInfo;
 use crate::meta::Status;
+use crate::metrics::Metrics;
 use crate::server::status::{internal_error, status_response};
 
 /// What authentication needs: the authenticator, and the auditor that records failed attempts.
@@ -42,6 +43,13 @@ pub async fn authenticate(
 ) -> Response {
     let (mut parts, body) = request.into_parts();
     let start = SystemTime::now();
+    let started = Instant::now();
+    let metrics = parts.extensions.get::<Arc<Metrics>>().cloned();
+    let record = |result: &str| {
+        if let Some(metrics) = &metrics {
+            metrics.authenticated(result, started.elapsed());
+        }
+    };
     let unauthorized = |parts: http::request::Parts| {
         if let Some(auditor) = &auditor {
             audit_failure(
@@ -53,6 +61,7 @@ pub async fn authenticate(
     };
     match authenticator.authenticate(&parts).await {
         Ok(Some(user)) => {
+            record("success");
             parts.headers.remove(header::AUTHORIZATION);
             authenticator.clear_headers(&mut parts.headers);
             parts.extensions.insert(user);
@@ -62,8 +71,12 @@ pub async fn authenticate(
             });
             next.run(Request::from_parts(parts, body)).await
         }
-        Ok(None) => unauthorized(parts),
+        Ok(None) => {
+            record("failure");
+            unauthorized(parts)
+        }
         Err(e) => {
+            record("error");
             tracing::info!(uri = %parts.uri, "unable to authenticate the request: {e}");
             unauthorized(parts)
         }

@@ -2,6 +2,7 @@
 //! allow is 403 with upstream's message (`responsewriters.Forbidden` + `apierrors.NewForbidden`).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -12,6 +13,7 @@ use crate::audit::{AuditContext, DECISION_ANNOTATION, REASON_ANNOTATION};
 use crate::auth::{Attributes, Authorizer, Decision, User, go_quote};
 use crate::endpoints::RequestInfo;
 use crate::meta::Status;
+use crate::metrics::Metrics;
 use crate::server::status::{internal_error, status_response};
 
 /// Lets allowed requests through; the rest get 403 `Forbidden`, or 500 if the authorizer failed.
@@ -36,7 +38,18 @@ pub async fn authorize(
             audit.annotate(REASON_ANNOTATION, reason);
         }
     };
-    match authorizer.authorize(&attributes).await {
+    let started = Instant::now();
+    let decision = authorizer.authorize(&attributes).await;
+    if let Some(metrics) = request.extensions().get::<Arc<Metrics>>() {
+        let result = match &decision {
+            Ok((Decision::Allow, _)) => "allowed",
+            Ok((Decision::Deny, _)) => "denied",
+            Ok((Decision::NoOpinion, _)) => "no-opinion",
+            Err(_) => "error",
+        };
+        metrics.authorized(result, started.elapsed());
+    }
+    match decision {
         Ok((Decision::Allow, reason)) => {
             annotate(Some("allow"), &reason);
             next.run(request).await

@@ -12,6 +12,7 @@ use tokio::sync::Semaphore;
 
 use crate::auth::{SYSTEM_PRIVILEGED_GROUP, User};
 use crate::endpoints::RequestInfo;
+use crate::metrics::Metrics;
 
 /// The two pools of request slots.
 #[derive(Clone, Debug)]
@@ -66,6 +67,12 @@ pub async fn limit(State(limits): State<InFlightLimits>, request: Request, next:
         return next.run(request).await;
     };
     let Ok(permit) = pool.clone().try_acquire_owned() else {
+        if let (Some(metrics), Some(info)) = (
+            request.extensions().get::<Arc<Metrics>>(),
+            request.extensions().get::<RequestInfo>(),
+        ) {
+            metrics.terminated_request(info, 429);
+        }
         return too_many_requests();
     };
     let response = next.run(request).await;

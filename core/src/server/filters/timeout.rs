@@ -3,6 +3,7 @@
 //! that never finishes sending its body (or a stuck backend) cannot hold a request open forever. Watches and
 //! other long-running requests are exempt: they end on their own `timeoutSeconds`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -11,6 +12,7 @@ use axum::response::Response;
 
 use crate::endpoints::RequestInfo;
 use crate::meta::{Status, StatusDetails, reason};
+use crate::metrics::Metrics;
 use crate::server::status::status_response;
 
 /// Upstream's default `--request-timeout`.
@@ -45,9 +47,14 @@ pub async fn with_timeout(
     if long_running || timeout.is_zero() {
         return next.run(request).await;
     }
+    let metrics = request.extensions().get::<Arc<Metrics>>().cloned();
+    let info = request.extensions().get::<RequestInfo>().cloned();
     match tokio::time::timeout(timeout, next.run(request)).await {
         Ok(response) => response,
         Err(_) => {
+            if let (Some(metrics), Some(info)) = (metrics, info) {
+                metrics.terminated_request(&info, 504);
+            }
             let mut status = Status::failure(504, reason::TIMEOUT, TIMEOUT_MESSAGE);
             status.details = Some(StatusDetails::default());
             status_response(&status)
