@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod delegated;
+pub mod otlp;
 pub mod phases;
 pub mod raw;
 pub mod report;

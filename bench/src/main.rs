@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use apiserver_bench::otlp;
 use apiserver_bench::target::{Backend, default_server_binary};
 use apiserver_bench::{Auth, Config, Mode, Sizes, run};
 use clap::{Parser, ValueEnum};
@@ -63,6 +64,10 @@ struct Cli {
     /// Also write the report as JSON here.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Run an OTLP/gRPC trace receiver on this loopback address for the run (for a server started with a
+    /// `--tracing-config-file` pointing at it) and report how many spans it got.
+    #[arg(long)]
+    otlp_receiver: Option<std::net::SocketAddr>,
 }
 
 #[tokio::main]
@@ -109,6 +114,20 @@ async fn main() -> ExitCode {
             AuthChoice::Both => vec![Auth::Static, Auth::Delegated],
         },
     };
+    let receiver = match cli.otlp_receiver {
+        Some(address) if address.ip().is_loopback() => match otlp::start(address).await {
+            Ok(receiver) => Some(receiver),
+            Err(e) => {
+                eprintln!("apiserver-bench: OTLP receiver on {address}: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        Some(address) => {
+            eprintln!("apiserver-bench: --otlp-receiver must be a loopback address, got {address}");
+            return ExitCode::FAILURE;
+        }
+        None => None,
+    };
     let report = match run(&config).await {
         Ok(report) => report,
         Err(e) => {
@@ -117,6 +136,9 @@ async fn main() -> ExitCode {
         }
     };
     println!("{}", report.table());
+    if let Some(receiver) = receiver {
+        println!("OTLP receiver: {} spans", receiver.spans());
+    }
     if let Some(path) = cli.out {
         let json = serde_json::to_vec_pretty(&report).unwrap_or_default();
         if let Err(e) = std::fs::write(&path, json) {
