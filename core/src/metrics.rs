@@ -175,6 +175,27 @@ impl Drop for InFlight {
     }
 }
 
+/// The series of one open watch; the watcher count drops with it.
+pub struct WatchSeries {
+    watchers: IntGauge,
+    events: IntCounter,
+    sizes: Histogram,
+}
+
+impl WatchSeries {
+    /// An event of `bytes` was sent.
+    pub fn sent(&self, bytes: usize) {
+        self.events.inc();
+        self.sizes.observe(bytes as f64);
+    }
+}
+
+impl Drop for WatchSeries {
+    fn drop(&mut self) {
+        self.watchers.dec();
+    }
+}
+
 /// The server's metric families.
 pub struct Metrics {
     registry: Registry,
@@ -213,6 +234,20 @@ pub struct Metrics {
     pub admission_controller_durations: HistogramVec,
     /// `apiserver_admission_step_admission_duration_seconds{operation,rejected,type}`.
     pub admission_step_durations: HistogramVec,
+    /// `apiserver_registered_watchers{group,version,kind}`: open watches.
+    pub watchers: IntGaugeVec,
+    /// `apiserver_watch_events_total{group,version,kind}`: events sent to watchers.
+    pub watch_events: IntCounterVec,
+    /// `apiserver_watch_events_sizes{group,version,kind}`: their sizes in bytes.
+    pub watch_event_sizes: HistogramVec,
+    /// `apiserver_storage_objects{resource}` (`<resource>.<group>`): objects stored, counted every minute.
+    pub storage_objects: IntGaugeVec,
+    /// `apiserver_resource_objects{group,resource}`: the same count under its newer name.
+    pub resource_objects: IntGaugeVec,
+    /// `apiserver_resource_size_estimate_bytes{group,resource}`: estimated bytes stored.
+    pub resource_sizes: IntGaugeVec,
+    /// `apiserver_tls_handshake_errors_total`.
+    pub tls_handshake_errors: IntCounter,
     /// The series of each label set seen, resolved once: a request then costs one lookup, not four.
     series: RwLock<HashMap<RequestLabels, Arc<Series>>>,
     /// The two series of `inflight`: read-only and mutating.
@@ -226,6 +261,10 @@ struct Series {
     response_sizes: Histogram,
     /// `apiserver_request_total` by status code.
     requests: Mutex<Vec<(u16, IntCounter)>>,
+}
+
+fn gauge(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    IntGaugeVec::new(Opts::new(name, help), labels).expect("a valid gauge")
 }
 
 fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -357,10 +396,53 @@ impl Metrics {
                 ADMISSION_BUCKETS,
                 &["operation", "rejected", "type"],
             ),
+            watchers: gauge(
+                "apiserver_registered_watchers",
+                "Number of currently registered watchers for a given resources",
+                &["group", "version", "kind"],
+            ),
+            watch_events: counter(
+                "apiserver_watch_events_total",
+                "Number of events sent in watch clients",
+                &["group", "version", "kind"],
+            ),
+            watch_event_sizes: histogram(
+                "apiserver_watch_events_sizes",
+                "Watch event size distribution in bytes",
+                &prometheus::exponential_buckets(1024.0, 2.0, 8).expect("valid buckets"),
+                &["group", "version", "kind"],
+            ),
+            storage_objects: gauge(
+                "apiserver_storage_objects",
+                "Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
+                &["resource"],
+            ),
+            resource_objects: gauge(
+                "apiserver_resource_objects",
+                "Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
+                &["group", "resource"],
+            ),
+            resource_sizes: gauge(
+                "apiserver_resource_size_estimate_bytes",
+                "Estimated size of stored objects in database. Estimate is based on sum of last observed sizes of serialized objects. In case of a fetching error, the value will be -1.",
+                &["group", "resource"],
+            ),
+            tls_handshake_errors: IntCounter::new(
+                "apiserver_tls_handshake_errors_total",
+                "Number of requests dropped with 'TLS handshake error from' error",
+            )
+            .expect("a valid counter"),
             series: RwLock::default(),
             inflight_kinds,
         };
-        let collectors: [Box<dyn prometheus::core::Collector>; 17] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 24] = [
+            Box::new(metrics.watchers.clone()),
+            Box::new(metrics.watch_events.clone()),
+            Box::new(metrics.watch_event_sizes.clone()),
+            Box::new(metrics.storage_objects.clone()),
+            Box::new(metrics.resource_objects.clone()),
+            Box::new(metrics.resource_sizes.clone()),
+            Box::new(metrics.tls_handshake_errors.clone()),
             Box::new(metrics.requests.clone()),
             Box::new(metrics.durations.clone()),
             Box::new(metrics.sli_durations.clone()),
@@ -553,6 +635,44 @@ impl Metrics {
                 .with_label_values(&[operation, rejected, step])
                 .observe(seconds),
         }
+    }
+
+    /// A watch of `group/version` `kind` is open until the returned guard drops; count each event sent with
+    /// [`WatchSeries::sent`].
+    pub fn watch_opened(&self, group: &str, version: &str, kind: &str) -> WatchSeries {
+        let labels = [group, version, kind];
+        let watchers = self.watchers.with_label_values(&labels);
+        watchers.inc();
+        WatchSeries {
+            watchers,
+            events: self.watch_events.with_label_values(&labels),
+            sizes: self.watch_event_sizes.with_label_values(&labels),
+        }
+    }
+
+    /// The object count and estimated size of one resource (`None`: the count failed, reported as -1).
+    pub fn object_count(&self, group: &str, resource: &str, stats: Option<(u64, u64)>) {
+        let (count, bytes) = match stats {
+            Some((count, average)) => (
+                i64::try_from(count).unwrap_or(i64::MAX),
+                i64::try_from(count.saturating_mul(average)).unwrap_or(i64::MAX),
+            ),
+            None => (-1, -1),
+        };
+        let qualified = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
+        self.storage_objects
+            .with_label_values(&[&qualified])
+            .set(count);
+        self.resource_objects
+            .with_label_values(&[group, resource])
+            .set(count);
+        self.resource_sizes
+            .with_label_values(&[group, resource])
+            .set(bytes);
     }
 
     /// A watch stream opened: counted in `apiserver_longrunning_requests` until the returned guard drops.

@@ -37,7 +37,14 @@ pub(crate) trait ResourceEndpoint: Send + Sync {
     fn namespaced(&self) -> bool;
     fn serves(&self, version: &str) -> bool;
     async fn serve(&self, context: Context, verb: Verb, body: Body) -> Response;
+    /// Object count and average size, for the main resource (not subresources).
+    async fn object_stats(&self) -> Option<Result<(u64, u64), String>> {
+        None
+    }
 }
+
+/// How often objects are counted (upstream's `StorageObjectCountTracker` period).
+const OBJECT_COUNT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The verbs a resource endpoint answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +79,19 @@ impl<T: Resource> ResourceEndpoint for Endpoint<T> {
 
     fn serves(&self, version: &str) -> bool {
         self.store.codec().serves(version)
+    }
+
+    async fn object_stats(&self) -> Option<Result<(u64, u64), String>> {
+        if self.store.is_status() {
+            return None;
+        }
+        Some(
+            self.store
+                .object_stats()
+                .await
+                .map(|s| (s.object_count, s.estimated_average_object_size_bytes))
+                .map_err(|e| e.to_string()),
+        )
     }
 
     async fn serve(&self, context: Context, verb: Verb, body: Body) -> Response {
@@ -152,6 +172,34 @@ impl Api {
             .collect()
     }
 
+    /// Counts each resource's objects into `apiserver_storage_objects`, `apiserver_resource_objects` and
+    /// `apiserver_resource_size_estimate_bytes` (-1 when counting fails).
+    pub async fn count_objects(&self, metrics: &Metrics) {
+        for key in &self.order {
+            let Some(endpoint) = self.resources.get(key) else {
+                continue;
+            };
+            if let Some(stats) = endpoint.object_stats().await {
+                if let Err(e) = &stats {
+                    tracing::warn!(resource = %key.1, "counting objects: {e}");
+                }
+                metrics.object_count(&key.0, &key.1, stats.ok());
+            }
+        }
+    }
+
+    /// upstream's `storage-object-count-tracker-hook`: counts objects every minute until the server shuts down.
+    pub async fn track_object_counts(self, metrics: Arc<Metrics>, shutdown: ShutdownSignal) {
+        let initiated = shutdown.initiated();
+        tokio::pin!(initiated);
+        loop {
+            tokio::select! {
+                _ = &mut initiated => return,
+                _ = tokio::time::sleep(OBJECT_COUNT_INTERVAL) => self.count_objects(&metrics).await,
+            }
+        }
+    }
+
     /// The routes of every resource: `/apis/<group>/<version>/...`. Discovery of the group and version
     /// (`/apis/<group>/<version>` itself) is the discovery module's.
     pub fn router(self) -> Router {
@@ -213,6 +261,7 @@ impl Api {
                 .cloned()
                 .unwrap_or_default(),
             shutdown: parts.extensions.get::<ShutdownSignal>().cloned(),
+            metrics: parts.extensions.get::<Arc<Metrics>>().cloned(),
             params: super::params::Params::parse(parts.uri.query()),
             headers: parts.headers,
             info,

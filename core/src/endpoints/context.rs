@@ -1,5 +1,7 @@
 //! What every verb handler gets: the parsed request, who made it, where warnings go, and the body reader.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use bytes::Bytes;
 use bytes::BytesMut;
@@ -12,6 +14,7 @@ use super::output::Output;
 use super::params::Params;
 use crate::auth::User;
 use crate::codec::{CodecError, FieldValidation, MediaType, negotiate_input};
+use crate::metrics::Metrics;
 use crate::registry::ApiError;
 use crate::server::{ShutdownSignal, Warnings};
 
@@ -27,6 +30,8 @@ pub(crate) struct Context {
     pub warnings: Warnings,
     /// Ends watch streams when the server drains.
     pub shutdown: Option<ShutdownSignal>,
+    /// Where watches count their events.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl Context {

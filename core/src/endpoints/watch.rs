@@ -80,7 +80,17 @@ async fn start<T: Resource>(
             };
             futures::future::ready(out)
         })
-        .filter_map(move |event| futures::future::ready(encoder.frame(event, allow_bookmarks)))
+        .filter_map(move |event| futures::future::ready(encoder.frame(event, allow_bookmarks)));
+    let counted = context
+        .metrics
+        .as_ref()
+        .map(|m| m.watch_opened(T::GROUP, context.version(), T::KIND));
+    let frames = frames
+        .inspect(move |frame| {
+            if let (Some(series), Ok(frame)) = (&counted, frame) {
+                series.sent(frame.len());
+            }
+        })
         .take_until(tokio::time::sleep(timeout));
     // A timeout already over (negative `timeoutSeconds`): upstream's watch context is done before the first
     // event, so the stream ends at once.

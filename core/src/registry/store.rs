@@ -197,6 +197,11 @@ impl<T: Resource> Store<T> {
         &self.storage
     }
 
+    /// How many objects are stored and their average size (for `apiserver_storage_objects`).
+    pub async fn object_stats(&self) -> Result<crate::storage::Stats, StorageError> {
+        self.storage.stats(self.keys.root()).await
+    }
+
     fn resource() -> GroupResource {
         T::group_resource()
     }

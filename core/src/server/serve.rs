@@ -352,7 +352,7 @@ impl ServerBuilder {
                 self.options.max_mutating_requests_inflight,
             ),
             request_timeout: self.options.request_timeout,
-            metrics: self.metrics,
+            metrics: self.metrics.clone(),
             auditor: self.auditor.clone(),
         }
         .apply(app);
@@ -379,6 +379,7 @@ impl ServerBuilder {
             connection_timeouts: self.connection_timeouts,
             signal: self.signal,
             auditor: self.auditor,
+            metrics: self.metrics,
         })
     }
 }
@@ -397,6 +398,7 @@ pub struct Server {
     connection_timeouts: ConnectionTimeouts,
     signal: ShutdownSignal,
     auditor: Option<Arc<Auditor>>,
+    metrics: Arc<Metrics>,
 }
 
 impl Server {
@@ -467,6 +469,7 @@ impl Server {
             connection_timeouts,
             signal,
             auditor,
+            metrics,
             ..
         } = self;
 
@@ -509,6 +512,7 @@ impl Server {
             app,
             signal: signal.clone(),
             timeouts: connection_timeouts,
+            metrics,
         };
         let graceful = GracefulShutdown::new();
         loop {
@@ -566,6 +570,7 @@ struct Serving {
     app: Router,
     signal: ShutdownSignal,
     timeouts: ConnectionTimeouts,
+    metrics: Arc<Metrics>,
 }
 
 async fn serve_connection(
@@ -580,11 +585,13 @@ async fn serve_connection(
         app,
         signal,
         timeouts,
+        metrics,
     } = serving;
     let _ = stream.set_nodelay(true);
     let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
+            metrics.tls_handshake_errors.inc();
             tracing::debug!(%remote_addr, "TLS handshake failed: {e}");
             return;
         }

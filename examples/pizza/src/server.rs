@@ -276,7 +276,7 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
         ovens.storage().clone(),
     ];
     let mut builder = Server::builder("pizza-apiserver")
-        .metrics(metrics)
+        .metrics(metrics.clone())
         .auditor(options.audit.auditor().await?)
         .options(options.serving.clone())
         .anonymous(options.authentication.anonymous_auth);
@@ -325,6 +325,17 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
                     .ok_or_else(|| "namespaces not yet synced from the core cluster".to_string())
             }
         }));
+    }
+    {
+        let (api, metrics) = (api.clone(), metrics.clone());
+        builder = builder.post_start_hook(
+            "storage-object-count-tracker-hook",
+            move |shutdown| async move {
+                api.count_objects(&metrics).await;
+                tokio::spawn(api.track_object_counts(metrics, shutdown));
+                Ok(())
+            },
+        );
     }
     let known = [COST_CONTROLLER, OVEN_CONTROLLER];
     let enabled =

@@ -268,6 +268,72 @@ async fn metrics_count_every_request_as_upstream_labels_them() {
     assert!(attempts("authorization_attempts_total", "allowed") >= 13.0);
     assert!(samples.contains_key("authentication_duration_seconds"));
 
+    // The open watch: registered, and its two ADDED events (a and b) counted as they are sent.
+    let watch_labels = [
+        ("group", GROUP),
+        ("version", "v1alpha1"),
+        ("kind", "Topping"),
+    ];
+    assert_eq!(
+        value(&samples, "apiserver_registered_watchers", &watch_labels),
+        1.0
+    );
+    let mut sent = 0.0;
+    for _ in 0..100 {
+        sent = value(
+            &scrape(&metrics_text(&server).await),
+            "apiserver_watch_events_total",
+            &watch_labels,
+        );
+        if sent >= 2.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(sent, 2.0);
+    // Objects were counted at startup (none yet), by resource.
+    let counted = [("group", GROUP), ("resource", "toppings")];
+    assert_eq!(
+        samples
+            .get("apiserver_resource_objects")
+            .into_iter()
+            .flatten()
+            .filter(|(labels, _)| counted
+                .iter()
+                .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v)))
+            .count(),
+        1
+    );
+    assert_eq!(value(&samples, "apiserver_resource_objects", &counted), 0.0);
+    assert!(
+        samples["apiserver_storage_objects"]
+            .iter()
+            .any(|(labels, _)| labels["resource"] == format!("toppings.{GROUP}"))
+    );
+    // A connection that is not TLS is a handshake error.
+    let port = server.url.rsplit(':').next().unwrap().to_string();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut tcp = tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        tcp.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        tcp.shutdown().await.unwrap();
+    }
+    let mut handshake_errors = 0.0;
+    for _ in 0..100 {
+        handshake_errors = value(
+            &scrape(&metrics_text(&server).await),
+            "apiserver_tls_handshake_errors_total",
+            &[],
+        );
+        if handshake_errors >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(handshake_errors, 1.0);
+
     // The watch ends: no longer long-running.
     drop(_watch);
     let mut open = 1.0;
@@ -283,6 +349,14 @@ async fn metrics_count_every_request_as_upstream_labels_them() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(open, 0.0);
+    assert_eq!(
+        value(
+            &scrape(&metrics_text(&server).await),
+            "apiserver_registered_watchers",
+            &watch_labels
+        ),
+        0.0
+    );
 
     // Anonymous clients may not read it (standalone: the admin may).
     let anonymous = server.client_with_token(None).await;
