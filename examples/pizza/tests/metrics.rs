@@ -366,6 +366,40 @@ async fn metrics_count_every_request_as_upstream_labels_them() {
         status["message"],
         "forbidden: User \"system:anonymous\" cannot get path \"/metrics\""
     );
+    // OpenMetrics when asked for, as Prometheus asks.
+    let (code, headers, body) = server
+        .raw(
+            "GET",
+            "/metrics",
+            &[(
+                "accept",
+                "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+            )],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        headers["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let open = String::from_utf8(body).unwrap();
+    assert!(open.ends_with("# EOF\n"), "{open}");
+    assert!(
+        open.contains("# TYPE apiserver_request counter\n"),
+        "{open}"
+    );
+    assert!(
+        open.contains("# TYPE authentication_attempts counter\n"),
+        "{open}"
+    );
+    assert!(
+        open.lines()
+            .any(|l| l.starts_with("apiserver_request_total{") && l.contains(r#"code="201""#)),
+        "{open}"
+    );
+    assert!(open.contains("# TYPE apiserver_request_duration_seconds histogram\n"));
+    assert!(open.contains(r#"le="+Inf"}"#));
     let bad = server.client_with_token(Some("not-a-token")).await;
     let (code, _) = support::send(&bad, "GET", "/metrics", &[], None).await;
     assert_eq!(code, 401);
