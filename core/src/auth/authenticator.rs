@@ -22,9 +22,35 @@ pub trait Authenticator: Send + Sync + 'static {
     /// Authenticates one request from its head (the body is never needed).
     async fn authenticate(&self, request: &Parts) -> Result<Option<User>, AuthenticationError>;
 
+    /// Whether the users this authenticator finds are vouched for by an authenticating front proxy
+    /// (kube-apiserver's aggregator), which also decided whether the request is traced.
+    fn is_front_proxy(&self) -> bool {
+        false
+    }
+
+    /// [`Authenticator::authenticate`], saying whether a front proxy vouched for the user.
+    async fn authenticate_with_source(
+        &self,
+        request: &Parts,
+    ) -> Result<Option<Authenticated>, AuthenticationError> {
+        Ok(self.authenticate(request).await?.map(|user| Authenticated {
+            user,
+            via_front_proxy: self.is_front_proxy(),
+        }))
+    }
+
     /// Removes the headers this authenticator reads identities from (front-proxy headers), so that nothing
     /// after authentication can take them for one. Called on every request that goes on.
     fn clear_headers(&self, _headers: &mut HeaderMap) {}
+}
+
+/// An authenticated user and who vouched for it.
+#[derive(Clone, Debug)]
+pub struct Authenticated {
+    /// The user.
+    pub user: User,
+    /// Whether an authenticating front proxy (request headers on a verified proxy connection) named the user.
+    pub via_front_proxy: bool,
 }
 
 /// Authenticates every request as [`User::anonymous`]. Upstream puts it last in the union when anonymous access
@@ -68,10 +94,20 @@ impl UnionAuthenticator {
 #[async_trait]
 impl Authenticator for UnionAuthenticator {
     async fn authenticate(&self, request: &Parts) -> Result<Option<User>, AuthenticationError> {
+        Ok(self
+            .authenticate_with_source(request)
+            .await?
+            .map(|a| a.user))
+    }
+
+    async fn authenticate_with_source(
+        &self,
+        request: &Parts,
+    ) -> Result<Option<Authenticated>, AuthenticationError> {
         let mut errors = Vec::new();
         for authenticator in &self.authenticators {
-            match authenticator.authenticate(request).await {
-                Ok(Some(user)) => return Ok(Some(user)),
+            match authenticator.authenticate_with_source(request).await {
+                Ok(Some(found)) => return Ok(Some(found)),
                 Ok(None) => {}
                 Err(e) => errors.push(e.0),
             }
@@ -109,8 +145,19 @@ impl AuthenticatedOrAnonymous {
 #[async_trait]
 impl Authenticator for AuthenticatedOrAnonymous {
     async fn authenticate(&self, request: &Parts) -> Result<Option<User>, AuthenticationError> {
-        match self.inner.authenticate(request).await? {
-            Some(mut user) => {
+        Ok(self
+            .authenticate_with_source(request)
+            .await?
+            .map(|a| a.user))
+    }
+
+    async fn authenticate_with_source(
+        &self,
+        request: &Parts,
+    ) -> Result<Option<Authenticated>, AuthenticationError> {
+        match self.inner.authenticate_with_source(request).await? {
+            Some(mut found) => {
+                let user = &mut found.user;
                 let marked = user.name == ANONYMOUS_USER
                     || user
                         .groups
@@ -119,9 +166,12 @@ impl Authenticator for AuthenticatedOrAnonymous {
                 if !marked {
                     user.groups.push(ALL_AUTHENTICATED_GROUP.to_string());
                 }
-                Ok(Some(user))
+                Ok(Some(found))
             }
-            None if self.anonymous => Ok(Some(User::anonymous())),
+            None if self.anonymous => Ok(Some(Authenticated {
+                user: User::anonymous(),
+                via_front_proxy: false,
+            })),
             None => Ok(None),
         }
     }

@@ -20,8 +20,8 @@ mod x509;
 
 pub use access_review::SubjectAccessReviewAuthorizer;
 pub use authenticator::{
-    Anonymous, AuthenticatedOrAnonymous, AuthenticationError, Authenticator, UnionAuthenticator,
-    bearer_token,
+    Anonymous, Authenticated, AuthenticatedOrAnonymous, AuthenticationError, Authenticator,
+    UnionAuthenticator, bearer_token,
 };
 pub(crate) use authorizer::go_quote;
 pub use authorizer::{

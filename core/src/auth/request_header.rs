@@ -155,6 +155,10 @@ impl RequestHeaders {
 
 #[async_trait]
 impl Authenticator for RequestHeaders {
+    fn is_front_proxy(&self) -> bool {
+        true
+    }
+
     async fn authenticate(&self, request: &Parts) -> Result<Option<User>, AuthenticationError> {
         let config = self.config.get();
         let Some(config) = config.as_ref() else {

@@ -17,7 +17,7 @@ use super::audit::new_event;
 use super::authorization::attributes;
 use super::traces::AuthenticationTime;
 use crate::audit::{AuditContext, Auditor, Level, ResponseStatus, Stage};
-use crate::auth::{Authenticator, User};
+use crate::auth::{Authenticated, Authenticator, User};
 use crate::endpoints::RequestInfo;
 use crate::meta::Status;
 use crate::metrics::Metrics;
@@ -59,8 +59,11 @@ pub async fn authenticate(
         }
         unauthorized()
     };
-    match authenticator.authenticate(&parts).await {
-        Ok(Some(user)) => {
+    match authenticator.authenticate_with_source(&parts).await {
+        Ok(Some(Authenticated {
+            user,
+            via_front_proxy,
+        })) => {
             record("success");
             parts.headers.remove(header::AUTHORIZATION);
             authenticator.clear_headers(&mut parts.headers);
@@ -68,6 +71,7 @@ pub async fn authenticate(
             parts.extensions.insert(AuthenticationTime {
                 start,
                 end: SystemTime::now(),
+                via_front_proxy,
             });
             next.run(Request::from_parts(parts, body)).await
         }

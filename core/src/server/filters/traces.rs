@@ -1,7 +1,8 @@
 //! The request span (upstream's `WithTracing`, right after authentication so that who the client is decides
 //! whether its `traceparent` is followed): named as upstream names it (`GET /apis/g/v/namespaces/{:namespace}/
 //! pizzas/{:name}`, or the method for non-resource paths), with OpenTelemetry's HTTP server attributes and the
-//! audit ID. A parent from `system:masters` or `system:monitoring` is followed; anyone else's becomes a link.
+//! audit ID. A parent sent by kube-apiserver's front proxy, or by `system:masters` or `system:monitoring`, is
+//! followed; anyone else's becomes a link.
 //! Authentication, which ran before the span existed, is recorded as its first child.
 
 use std::time::SystemTime;
@@ -19,13 +20,15 @@ use crate::endpoints::RequestInfo;
 use crate::server::ConnectionInfo;
 use crate::telemetry::{SPAN_TARGET, record_past_span, remote_parent, trusts_parent_of};
 
-/// When authentication started and ended, for its span.
+/// When authentication started and ended, for its span, and whether a front proxy vouched for the user.
 #[derive(Clone, Copy, Debug)]
 pub struct AuthenticationTime {
     /// Before the authenticator was asked.
     pub start: SystemTime,
     /// When it answered.
     pub end: SystemTime,
+    /// The user came through an authenticating front proxy (kube-apiserver), whose trace this request is part of.
+    pub via_front_proxy: bool,
 }
 
 /// Runs the rest of the chain inside the request span, when spans are exported.
@@ -37,8 +40,12 @@ pub async fn trace(request: Request, next: Next) -> Response {
     if let Some(parent) = remote_parent(request.headers()) {
         let trusted = request
             .extensions()
-            .get::<User>()
-            .is_some_and(|u| trusts_parent_of(&u.groups));
+            .get::<AuthenticationTime>()
+            .is_some_and(|a| a.via_front_proxy)
+            || request
+                .extensions()
+                .get::<User>()
+                .is_some_and(|u| trusts_parent_of(&u.groups));
         if trusted {
             let _ = span.set_parent(parent);
         } else {
@@ -140,4 +147,100 @@ fn span_name(request: &Request) -> String {
         name.push_str(&info.subresource);
     }
     name
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::Router;
+    use axum::body::Body;
+    use axum::routing::get;
+    use http::request::Parts;
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, Sampler, SdkTracerProvider};
+    use tower::ServiceExt;
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::*;
+    use crate::auth::{AlwaysAllow, AuthenticationError, Authenticator};
+    use crate::endpoints::RequestInfoFactory;
+    use crate::server::FilterChain;
+    use crate::server::filters::InFlightLimits;
+
+    /// Authenticates everyone as alice, as a front proxy would or not.
+    struct Alice {
+        proxy: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl Authenticator for Alice {
+        async fn authenticate(&self, _: &Parts) -> Result<Option<User>, AuthenticationError> {
+            Ok(Some(User {
+                name: "alice".into(),
+                groups: vec!["system:authenticated".into()],
+                ..User::default()
+            }))
+        }
+
+        fn is_front_proxy(&self) -> bool {
+            self.proxy
+        }
+    }
+
+    async fn request(proxy: bool, parent_span: &str) {
+        let app = FilterChain {
+            request_info: Arc::new(RequestInfoFactory::default()),
+            authenticator: Arc::new(Alice { proxy }),
+            authorizer: Arc::new(AlwaysAllow),
+            request_timeout: std::time::Duration::ZERO,
+            limits: InFlightLimits::new(0, 0),
+            metrics: Arc::default(),
+            auditor: None,
+        }
+        .apply(Router::new().route("/apis/g/v1/things", get(|| async { "[]" })));
+        let request = Request::get("/apis/g/v1/things")
+            .header(
+                "traceparent",
+                format!("00-4bf92f3577b34da6a3ce929d0e0e4736-{parent_span}-01"),
+            )
+            .body(Body::empty())
+            .unwrap();
+        assert_eq!(app.oneshot(request).await.unwrap().status(), 200);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_front_proxys_parent_is_followed_and_a_users_is_not() {
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .with_sampler(Sampler::ParentBased(Box::new(Sampler::AlwaysOff)))
+            .build();
+        let subscriber = tracing_subscriber::registry().with(
+            tracing_opentelemetry::layer()
+                .with_tracer(provider.tracer("test"))
+                .with_filter(
+                    tracing_subscriber::filter::Targets::new()
+                        .with_target(SPAN_TARGET, tracing::Level::TRACE),
+                ),
+        );
+        let _default = tracing::subscriber::set_default(subscriber);
+
+        request(true, "00f067aa0ba902b7").await;
+        request(false, "1111111111111111").await;
+
+        let spans = exporter.get_finished_spans().unwrap();
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
+        assert_eq!(
+            names,
+            ["GET /apis/g/v1/things"],
+            "only the proxied request is traced"
+        );
+        assert_eq!(spans[0].parent_span_id.to_string(), "00f067aa0ba902b7");
+        assert_eq!(
+            spans[0].span_context.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+    }
 }
