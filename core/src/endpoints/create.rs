@@ -71,6 +71,8 @@ pub(super) fn decode_body<T: Resource>(
     media_type: MediaType,
     validation: FieldValidation,
 ) -> Result<T, ApiError> {
+    // Decoding includes defaulting and conversion to the hub.
+    let _span = crate::telemetry::step_span("Decode").entered();
     let decode = || {
         endpoint
             .store

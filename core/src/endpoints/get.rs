@@ -36,6 +36,8 @@ pub(super) fn render_object<T: Resource>(
     code: StatusCode,
     object: &T,
 ) -> Result<Response, ApiError> {
+    // upstream's span for encoding a response (conversion from the hub included).
+    let _span = crate::telemetry::step_span("SerializeObject").entered();
     output.check_transform(false, &format!("*{}.{}", context.version(), T::KIND))?;
     let media_type = output.media_type;
     let body = match output.transform {

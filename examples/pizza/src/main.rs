@@ -34,16 +34,15 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!(
-        "pizza-apiserver serving on {} (storage: {backend:?}); kubeconfig: {}",
+    // Written without panicking: a server must not die because whoever started it closed its stdout.
+    let banner = format!(
+        "pizza-apiserver serving on {} (storage: {backend:?}); kubeconfig: {}\nmode: {}\ntry: kubectl --kubeconfig {} api-resources\n",
         started.url,
+        started.kubeconfig.display(),
+        started.mode,
         started.kubeconfig.display()
     );
-    println!("mode: {}", started.mode);
-    println!(
-        "try: kubectl --kubeconfig {} api-resources",
-        started.kubeconfig.display()
-    );
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), banner.as_bytes());
     let result = started.server.run_until_signal().await;
     if let Some(telemetry) = telemetry {
         telemetry.shutdown().await;

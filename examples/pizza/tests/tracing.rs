@@ -227,6 +227,18 @@ async fn a_sampled_parent_is_followed_with_the_expected_span_tree() {
             Some("CREATE")
         );
     }
+    // Decoding, the write to storage (named by backend, as upstream's `Create etcd3`) and encoding the answer.
+    for step in ["Decode", "Create memory", "SerializeObject"] {
+        assert_eq!(
+            hex(&named(step).parent_span_id),
+            hex(&create.span_id),
+            "{step}"
+        );
+    }
+    assert_eq!(
+        string_attribute(&named("Create memory").attributes, "resource").as_deref(),
+        Some("toppings")
+    );
     // Every other span hangs below the request span.
     for span in &spans {
         if span.span_id == server_span.span_id {
