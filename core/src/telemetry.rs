@@ -5,6 +5,7 @@
 //! check when tracing is off.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::SystemTime;
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
@@ -154,6 +155,22 @@ impl TracingConfiguration {
     }
 }
 
+/// Requests per million traced without a sampled parent (set once the exporter starts): at 0, a request
+/// without one is not traced, and its spans are never built.
+static ROOT_SAMPLING_RATE: AtomicU32 = AtomicU32::new(0);
+
+/// Whether a request may be traced: its trusted parent is sampled, or requests without one may be.
+pub fn may_sample(sampled_parent: bool) -> bool {
+    sampled_parent || ROOT_SAMPLING_RATE.load(Ordering::Relaxed) > 0
+}
+
+/// Whether spans of a request's steps are built: spans are exported and the code runs inside a request span
+/// (so a request that is not sampled, and work outside requests, cost a callsite check and a thread-local read).
+pub fn in_traced_request() -> bool {
+    tracing::span_enabled!(target: SPAN_TARGET, tracing::Level::TRACE)
+        && !tracing::Span::current().is_none()
+}
+
 /// The running trace exporter.
 pub struct Telemetry {
     provider: SdkTracerProvider,
@@ -173,6 +190,7 @@ impl TracingOptions {
             .build()
             .map_err(|e| TracingError(format!("tracing exporter: {e}")))?;
         let rate = config.sampling_rate_per_million.unwrap_or(0);
+        ROOT_SAMPLING_RATE.store(u32::try_from(rate).unwrap_or(0), Ordering::Relaxed);
         let root = if rate > 0 {
             Sampler::TraceIdRatioBased(f64::from(rate) / 1_000_000.0)
         } else {
@@ -240,7 +258,15 @@ impl Extractor for Headers<'_> {
 /// A step of the current request (`Decode`, `SerializeObject`) as a child span; disabled, at the cost of a
 /// callsite check, unless spans are exported.
 pub fn step_span(name: &'static str) -> tracing::Span {
+    if !in_traced_request() {
+        return tracing::Span::none();
+    }
     tracing::trace_span!(target: SPAN_TARGET, "step", otel.name = name)
+}
+
+/// Whether a parent context says "sampled".
+pub fn is_sampled(parent: &Context) -> bool {
+    parent.span().span_context().is_sampled()
 }
 
 /// The W3C `traceparent` a request carries, if any.

@@ -7,6 +7,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use tracing::Instrument;
 
+use crate::audit::AuditContext;
 use crate::auth::User;
 use crate::metrics::Metrics;
 use crate::registry::{AdmissionCheck, ApiError};
@@ -53,6 +54,8 @@ pub struct Attributes {
     /// `dryRun=All`: plugins with side effects must not make them.
     pub dry_run: bool,
     pub user: User,
+    /// The request's audit event, when it is audited (see [`Attributes::annotate`]).
+    pub audit: Option<AuditContext>,
 }
 
 impl Attributes {
@@ -75,7 +78,25 @@ impl Attributes {
             name: name.to_string(),
             dry_run,
             user,
+            audit: None,
         }
+    }
+
+    /// Adds an annotation to the request's audit event, as upstream plugins do with `AddAnnotation`: the key
+    /// must be qualified (`<plugin>.admission.<domain>/<name>`); a key already set keeps its first value.
+    pub fn annotate(&self, key: &str, value: &str) -> Result<(), String> {
+        match key.split_once('/') {
+            Some((prefix, name)) if !prefix.is_empty() && !name.is_empty() => {}
+            _ => {
+                return Err(format!(
+                    "annotation key {key:?} is not of the form <prefix>/<name>"
+                ));
+            }
+        }
+        if let Some(audit) = &self.audit {
+            audit.annotate(key, value);
+        }
+        Ok(())
     }
 
     /// A refusal of this request (upstream `admission.NewForbidden`): 403 with
@@ -116,7 +137,7 @@ pub trait Plugin: Send + Sync + 'static {
 
 /// A span per plugin step (`Admit NamespaceLifecycle`, `Validate PizzaToppings`), when spans are exported.
 fn plugin_span(name: &str, step: &'static str, operation: Operation) -> tracing::Span {
-    if !tracing::span_enabled!(target: SPAN_TARGET, tracing::Level::TRACE) {
+    if !crate::telemetry::in_traced_request() {
         return tracing::Span::none();
     }
     let title = if step == "admit" { "Admit" } else { "Validate" };

@@ -242,6 +242,7 @@ mod tests {
             name: "w".into(),
             dry_run: false,
             user: User::anonymous(),
+            audit: None,
         }
     }
 

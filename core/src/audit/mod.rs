@@ -232,6 +232,14 @@ impl Auditor {
 #[derive(Clone)]
 pub struct AuditContext(Arc<Mutex<RequestAudit>>);
 
+impl std::fmt::Debug for AuditContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditContext")
+            .field("level", &self.level())
+            .finish_non_exhaustive()
+    }
+}
+
 struct RequestAudit {
     auditor: Arc<Auditor>,
     config: RequestAuditConfig,

@@ -15,6 +15,7 @@ use http::StatusCode;
 use super::context::Context;
 use super::{create, delete, get, list, patch, update, watch};
 use crate::admission::Chain;
+use crate::audit::AuditContext;
 use crate::auth::User;
 use crate::metrics::{InFlight, Metrics, RequestLabels};
 use crate::registry::Store;
@@ -262,6 +263,7 @@ impl Api {
                 .unwrap_or_default(),
             shutdown: parts.extensions.get::<ShutdownSignal>().cloned(),
             metrics: parts.extensions.get::<Arc<Metrics>>().cloned(),
+            audit: parts.extensions.get::<AuditContext>().cloned(),
             params: super::params::Params::parse(parts.uri.query()),
             headers: parts.headers,
             info,
@@ -294,7 +296,7 @@ fn handler_span(
     extensions: &http::Extensions,
     version: http::Version,
 ) -> tracing::Span {
-    if !tracing::span_enabled!(target: SPAN_TARGET, tracing::Level::TRACE) {
+    if !crate::telemetry::in_traced_request() {
         return tracing::Span::none();
     }
     let name = match verb {

@@ -12,6 +12,7 @@ use super::RequestInfo;
 use super::api::MAX_REQUEST_BODY_BYTES;
 use super::output::Output;
 use super::params::Params;
+use crate::audit::AuditContext;
 use crate::auth::User;
 use crate::codec::{CodecError, FieldValidation, MediaType, negotiate_input};
 use crate::metrics::Metrics;
@@ -32,6 +33,8 @@ pub(crate) struct Context {
     pub shutdown: Option<ShutdownSignal>,
     /// Where watches count their events.
     pub metrics: Option<Arc<Metrics>>,
+    /// The request's audit event, for admission plugins' annotations.
+    pub audit: Option<AuditContext>,
 }
 
 impl Context {

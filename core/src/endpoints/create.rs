@@ -31,7 +31,7 @@ pub(super) async fn create<T: Resource>(
         let body = context.read_body(body).await?;
         let mut object = decode_body(endpoint, &context, &body, media_type, validation)?;
         Tracking::new(endpoint.store.codec(), &context, false).update(None, &mut object)?;
-        let attributes = Attributes::new::<T>(
+        let mut attributes = Attributes::new::<T>(
             Operation::Create,
             context.version(),
             context.namespace().unwrap_or_default(),
@@ -39,6 +39,7 @@ pub(super) async fn create<T: Resource>(
             dry_run,
             context.user.clone(),
         );
+        attributes.audit = context.audit.clone();
         endpoint.admission.admit(&attributes, &mut object).await?;
         let written = endpoint
             .store

@@ -75,6 +75,7 @@ pub(super) fn attributes<T: Resource>(
         context.user.clone(),
     );
     attributes.subresource = context.info.subresource.clone();
+    attributes.audit = context.audit.clone();
     attributes
 }
 

@@ -60,7 +60,7 @@ impl Instrumented {
         call: impl Future<Output = Result<T, StorageError>>,
     ) -> Result<T, StorageError> {
         let resource = self.resource(key);
-        let span = if tracing::span_enabled!(target: SPAN_TARGET, tracing::Level::TRACE) {
+        let span = if crate::telemetry::in_traced_request() {
             tracing::trace_span!(
                 target: SPAN_TARGET,
                 "storage",

@@ -116,6 +116,20 @@ async fn the_log_holds_exactly_the_events_the_policy_asks_for() {
     assert_eq!(code, 201);
     let create_id = audit_id(&headers);
 
+    // Refused by admission: the plugin's annotation is in the event.
+    let unknown = json!({"apiVersion": format!("{GROUP}/v1alpha1"), "kind": "Pizza",
+        "metadata": {"name": "hawaii", "namespace": "default"}, "spec": {"toppings": ["pineapple"]}});
+    let (code, headers, _) = server
+        .raw(
+            "POST",
+            &format!("/apis/{GROUP}/v1alpha1/namespaces/default/pizzas"),
+            &[JSON],
+            serde_json::to_vec(&unknown).unwrap(),
+        )
+        .await;
+    assert_eq!(code, 403);
+    let refused_id = audit_id(&headers);
+
     // Metadata without RequestReceived: a missing pizza, and a watch.
     let (code, headers, _) = server
         .raw(
@@ -168,7 +182,21 @@ async fn the_log_holds_exactly_the_events_the_policy_asks_for() {
     let _dir = server.stop().await;
     let text = std::fs::read_to_string(&log).unwrap();
     let events = events_by_id(&text);
-    assert_eq!(events.len(), 6, "{text}");
+    assert_eq!(events.len(), 7, "{text}");
+    let refused_create = &events[&refused_id];
+    assert_eq!(
+        stages(refused_create),
+        ["RequestReceived", "ResponseComplete"]
+    );
+    assert_eq!(
+        refused_create[1]["annotations"],
+        json!({
+            "authorization.k8s.io/decision": "allow",
+            "authorization.k8s.io/reason": "",
+            "pizzatoppings.admission.restaurant.programming-kubernetes.info/unknown-topping": "pineapple",
+        })
+    );
+    assert_eq!(refused_create[1]["responseStatus"]["code"], 403);
 
     let topping_events = &events["client-chosen-id"];
     assert_eq!(
@@ -230,7 +258,7 @@ async fn the_log_holds_exactly_the_events_the_policy_asks_for() {
 
     let refused: Vec<&Vec<Value>> = events
         .iter()
-        .filter(|(id, _)| ![&create_id, &missing_id, &watch_id].contains(id))
+        .filter(|(id, _)| ![&create_id, &missing_id, &watch_id, &refused_id].contains(id))
         .filter(|(id, _)| id.as_str() != "client-chosen-id")
         .map(|(_, e)| e)
         .collect();

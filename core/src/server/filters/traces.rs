@@ -18,7 +18,9 @@ use super::AuditId;
 use crate::auth::User;
 use crate::endpoints::RequestInfo;
 use crate::server::ConnectionInfo;
-use crate::telemetry::{SPAN_TARGET, record_past_span, remote_parent, trusts_parent_of};
+use crate::telemetry::{
+    SPAN_TARGET, is_sampled, may_sample, record_past_span, remote_parent, trusts_parent_of,
+};
 
 /// When authentication started and ended, for its span, and whether a front proxy vouched for the user.
 #[derive(Clone, Copy, Debug)]
@@ -36,16 +38,21 @@ pub async fn trace(request: Request, next: Next) -> Response {
     if !tracing::span_enabled!(target: SPAN_TARGET, tracing::Level::TRACE) {
         return next.run(request).await;
     }
-    let span = request_span(&request);
-    if let Some(parent) = remote_parent(request.headers()) {
-        let trusted = request
+    let parent = remote_parent(request.headers());
+    let trusted = request
+        .extensions()
+        .get::<AuthenticationTime>()
+        .is_some_and(|a| a.via_front_proxy)
+        || request
             .extensions()
-            .get::<AuthenticationTime>()
-            .is_some_and(|a| a.via_front_proxy)
-            || request
-                .extensions()
-                .get::<User>()
-                .is_some_and(|u| trusts_parent_of(&u.groups));
+            .get::<User>()
+            .is_some_and(|u| trusts_parent_of(&u.groups));
+    // Most requests are not sampled: then no span is built at all.
+    if !may_sample(trusted && parent.as_ref().is_some_and(is_sampled)) {
+        return next.run(request).await;
+    }
+    let span = request_span(&request);
+    if let Some(parent) = parent {
         if trusted {
             let _ = span.set_parent(parent);
         } else {
