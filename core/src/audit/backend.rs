@@ -1,13 +1,14 @@
 //! Where audit events go: a log file (or stdout), written in the request's path or in batches, and a webhook
 //! that gets `EventList`s in batches (upstream's `log`, `webhook` and `buffered` plugins).
 //!
-//! Events reach a backend already encoded (one JSON document each), so an event is serialized once whatever
-//! the number of backends.
+//! Events reach a backend already encoded (one JSON document and a newline each), so an event is serialized
+//! once whatever the number of backends, and the log writes it as it is.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,13 +23,14 @@ const BACKUP_TIME_FORMAT: &str = "%Y-%m-%dT%H-%M-%S%.3f";
 pub trait Sink: Send + Sync + 'static {
     /// The plugin name for logs (`log`, `webhook`).
     fn name(&self) -> &'static str;
-    /// Writes events in order.
+    /// Writes events (each a JSON document and a newline) in order.
     async fn write(&self, events: &[Bytes]) -> Result<(), String>;
 }
 
 /// The audit log: one JSON event per line, in a file with lumberjack's size-based rotation or on stdout.
 pub struct LogSink {
-    out: Mutex<LogOutput>,
+    /// Writers share the file (appends of one `write` each do not interleave); rotation takes it alone.
+    out: RwLock<LogOutput>,
 }
 
 enum LogOutput {
@@ -50,7 +52,7 @@ pub struct Rotation {
 struct RotatingFile {
     path: PathBuf,
     file: File,
-    size: u64,
+    size: AtomicU64,
     rotation: Option<Rotation>,
 }
 
@@ -59,7 +61,7 @@ impl LogSink {
     pub fn open(path: &Path, rotation: Rotation) -> Result<LogSink, String> {
         if path == Path::new("-") {
             return Ok(LogSink {
-                out: Mutex::new(LogOutput::Stdout),
+                out: RwLock::new(LogOutput::Stdout),
             });
         }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -68,30 +70,46 @@ impl LogSink {
         let file = open_append(path)?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(LogSink {
-            out: Mutex::new(LogOutput::File(RotatingFile {
+            out: RwLock::new(LogOutput::File(RotatingFile {
                 path: path.to_path_buf(),
                 file,
-                size,
+                size: AtomicU64::new(size),
                 rotation: (rotation.max_size_mb > 0).then_some(rotation),
             })),
         })
     }
 
-    /// Writes the events, a line each, in one write call.
+    /// Writes the events (lines) in one write call.
     pub fn write_now(&self, events: &[Bytes]) -> Result<(), String> {
-        let mut buf = Vec::with_capacity(events.iter().map(|e| e.len() + 1).sum());
-        for event in events {
-            buf.extend_from_slice(event);
-            buf.push(b'\n');
+        let joined;
+        let buf: &[u8] = match events {
+            [one] => one,
+            many => {
+                joined = many.concat();
+                &joined
+            }
+        };
+        {
+            let out = self.out.read().unwrap_or_else(|p| p.into_inner());
+            match &*out {
+                LogOutput::Stdout => {
+                    return std::io::stdout()
+                        .lock()
+                        .write_all(buf)
+                        .map_err(|e| e.to_string());
+                }
+                LogOutput::File(file) if !file.is_full(buf.len()) => return file.append(buf),
+                LogOutput::File(_) => {}
+            }
         }
-        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        match &mut *out {
-            LogOutput::Stdout => std::io::stdout()
-                .lock()
-                .write_all(&buf)
-                .map_err(|e| e.to_string()),
-            LogOutput::File(file) => file.write(&buf),
+        let mut out = self.out.write().unwrap_or_else(|p| p.into_inner());
+        if let LogOutput::File(file) = &mut *out {
+            if file.is_full(buf.len()) {
+                file.rotate()?;
+            }
+            file.append(buf)?;
         }
+        Ok(())
     }
 }
 
@@ -117,26 +135,31 @@ fn open_append(path: &Path) -> Result<File, String> {
 }
 
 impl RotatingFile {
-    fn write(&mut self, buf: &[u8]) -> Result<(), String> {
-        if let Some(rotation) = self.rotation {
-            let max = rotation.max_size_mb * 1024 * 1024;
-            if self.size > 0 && self.size + buf.len() as u64 > max {
-                self.rotate(rotation)?;
-            }
-        }
-        self.file.write_all(buf).map_err(|e| e.to_string())?;
-        self.size += buf.len() as u64;
+    /// Whether `len` more bytes would take the file past its rotation size.
+    fn is_full(&self, len: usize) -> bool {
+        self.rotation.is_some_and(|rotation| {
+            let size = self.size.load(Ordering::Relaxed);
+            size > 0 && size + len as u64 > rotation.max_size_mb * 1024 * 1024
+        })
+    }
+
+    fn append(&self, buf: &[u8]) -> Result<(), String> {
+        (&self.file).write_all(buf).map_err(|e| e.to_string())?;
+        self.size.fetch_add(buf.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 
     /// Renames the file to `<name>-<time><ext>`, opens a new one, and prunes rotated files.
-    fn rotate(&mut self, rotation: Rotation) -> Result<(), String> {
+    fn rotate(&mut self) -> Result<(), String> {
+        let Some(rotation) = self.rotation else {
+            return Ok(());
+        };
         let (stem, ext) = split_name(&self.path);
         let time = Utc::now().format(BACKUP_TIME_FORMAT);
         let backup = self.path.with_file_name(format!("{stem}-{time}{ext}"));
         std::fs::rename(&self.path, &backup).map_err(|e| format!("rotating audit log: {e}"))?;
         self.file = open_append(&self.path)?;
-        self.size = 0;
+        self.size.store(0, Ordering::Relaxed);
         if let Err(e) = prune(&self.path, rotation) {
             tracing::warn!("pruning rotated audit logs: {e}");
         }
@@ -274,7 +297,7 @@ pub struct BatchConfig {
 /// log), so a slow sink never holds up requests.
 pub struct Batched {
     name: &'static str,
-    queue: Mutex<Option<mpsc::Sender<Bytes>>>,
+    queue: RwLock<Option<mpsc::Sender<Bytes>>>,
     task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -315,14 +338,14 @@ impl Batched {
         });
         Batched {
             name,
-            queue: Mutex::new(Some(tx)),
+            queue: RwLock::new(Some(tx)),
             task: tokio::sync::Mutex::new(Some(task)),
         }
     }
 
     /// Queues an event; `false` when the queue is full or closed (the event is dropped).
     pub fn enqueue(&self, event: Bytes) -> bool {
-        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let queue = self.queue.read().unwrap_or_else(|p| p.into_inner());
         let sent = queue.as_ref().is_some_and(|q| q.try_send(event).is_ok());
         if !sent {
             tracing::error!(
@@ -336,7 +359,7 @@ impl Batched {
 
     /// Stops taking events and waits until every queued one has been written.
     pub async fn shutdown(&self) {
-        drop(self.queue.lock().unwrap_or_else(|p| p.into_inner()).take());
+        drop(self.queue.write().unwrap_or_else(|p| p.into_inner()).take());
         if let Some(task) = self.task.lock().await.take() {
             let _ = task.await;
         }
@@ -360,7 +383,9 @@ mod tests {
             },
         )
         .unwrap();
-        let line = Bytes::from(vec![b'x'; 100 * 1024]);
+        let mut line = vec![b'x'; 100 * 1024 - 1];
+        line.push(b'\n');
+        let line = Bytes::from(line);
         for _ in 0..40 {
             sink.write_now(std::slice::from_ref(&line)).unwrap();
             // Distinct backup names need distinct milliseconds.

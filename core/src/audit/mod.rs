@@ -192,10 +192,12 @@ impl Auditor {
 
     /// Hands an event to every backend. An error means a `blocking-strict` backend could not write it.
     pub fn process(&self, event: &Event) -> Result<(), String> {
-        let encoded = match serde_json::to_vec(event) {
-            Ok(bytes) => Bytes::from(bytes),
-            Err(e) => return Err(format!("encoding the audit event: {e}")),
-        };
+        let mut line = Vec::with_capacity(1024);
+        if let Err(e) = serde_json::to_writer(&mut line, event) {
+            return Err(format!("encoding the audit event: {e}"));
+        }
+        line.push(b'\n');
+        let encoded = Bytes::from(line);
         let mut result = Ok(());
         for backend in &self.backends {
             match backend {

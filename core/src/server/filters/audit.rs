@@ -114,10 +114,14 @@ pub async fn audit(State(auditor): State<Arc<Auditor>>, request: Request, next: 
             .take();
         let omit_managed_fields = context.omits_managed_fields();
         context.update(|event| {
-            if let Some(object) = request_body.and_then(|b| to_json(&b, &request_type)) {
-                complete_object_ref(event, &object);
+            if let Some(body) = request_body {
                 if level >= Level::Request {
-                    event.request_object = Some(trimmed(object, omit_managed_fields));
+                    if let Some(object) = to_json(&body, &request_type) {
+                        complete_object_ref(event, &ObjectHead::of_value(&object));
+                        event.request_object = Some(trimmed(object, omit_managed_fields));
+                    }
+                } else if let Some(head) = ObjectHead::parse(&body, &request_type) {
+                    complete_object_ref(event, &head);
                 }
             }
             if let Some(body) = response_body {
@@ -257,20 +261,67 @@ fn trimmed(mut object: Value, omit_managed_fields: bool) -> Value {
     object
 }
 
+/// What an object's metadata says of it, read without building the whole object.
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct ObjectHead {
+    metadata: HeadMeta,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct HeadMeta {
+    name: String,
+    namespace: String,
+    uid: String,
+    resource_version: String,
+}
+
+impl ObjectHead {
+    /// From a JSON (or YAML) body; `None` for protobuf and what does not parse.
+    fn parse(body: &[u8], content_type: &str) -> Option<ObjectHead> {
+        if content_type.contains("yaml") {
+            return to_json(body, content_type).map(|v| Self::of_value(&v));
+        }
+        if body.is_empty() || content_type.contains("protobuf") {
+            return None;
+        }
+        serde_json::from_slice(body).ok()
+    }
+
+    fn of_value(object: &Value) -> ObjectHead {
+        let meta = object.get("metadata");
+        let field = |name: &str| {
+            meta.and_then(|m| m.get(name))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        ObjectHead {
+            metadata: HeadMeta {
+                name: field("name"),
+                namespace: field("namespace"),
+                uid: field("uid"),
+                resource_version: field("resourceVersion"),
+            },
+        }
+    }
+}
+
 /// Fills what the URL did not say from the request object (a create's name, an update's uid and version).
-fn complete_object_ref(event: &mut Event, object: &Value) {
-    let (Some(object_ref), Some(meta)) = (event.object_ref.as_mut(), object.get("metadata")) else {
+fn complete_object_ref(event: &mut Event, head: &ObjectHead) {
+    let Some(object_ref) = event.object_ref.as_mut() else {
         return;
     };
-    let field = |name: &str| meta.get(name).and_then(Value::as_str).unwrap_or_default();
-    for (slot, name) in [
-        (&mut object_ref.namespace, "namespace"),
-        (&mut object_ref.name, "name"),
-        (&mut object_ref.uid, "uid"),
-        (&mut object_ref.resource_version, "resourceVersion"),
+    let meta = &head.metadata;
+    for (slot, value) in [
+        (&mut object_ref.namespace, &meta.namespace),
+        (&mut object_ref.name, &meta.name),
+        (&mut object_ref.uid, &meta.uid),
+        (&mut object_ref.resource_version, &meta.resource_version),
     ] {
         if slot.is_empty() {
-            *slot = field(name).to_string();
+            slot.clone_from(value);
         }
     }
 }
