@@ -29,6 +29,9 @@ const SLI_BUCKETS: &[f64] = &[
 const OPENMETRICS_TYPE: &str = "application/openmetrics-text";
 const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// Upstream's buckets of delegated authentication and authorization requests.
+const DELEGATED_BUCKETS: &[f64] = &[0.25, 0.5, 0.7, 1.0, 1.5, 3.0, 5.0, 10.0];
+
 /// Upstream's admission latency buckets.
 const ADMISSION_BUCKETS: &[f64] = &[0.005, 0.025, 0.1, 0.5, 1.0, 2.5];
 /// The labels of a request, as upstream's `MonitorRequest` sets them.
@@ -179,6 +182,15 @@ impl Drop for InFlight {
     }
 }
 
+/// Which review a delegated request is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delegated {
+    /// A TokenReview.
+    Authentication,
+    /// A SubjectAccessReview.
+    Authorization,
+}
+
 /// The series of one open watch; the watcher count drops with it.
 pub struct WatchSeries {
     watchers: IntGauge,
@@ -252,6 +264,16 @@ pub struct Metrics {
     pub resource_sizes: IntGaugeVec,
     /// `apiserver_tls_handshake_errors_total`.
     pub tls_handshake_errors: IntCounter,
+    /// `apiserver_delegated_authn_request_total{code}`: TokenReviews sent to the core cluster.
+    pub delegated_authn_requests: IntCounterVec,
+    /// `apiserver_delegated_authn_request_duration_seconds{code}`.
+    pub delegated_authn_durations: HistogramVec,
+    /// `apiserver_delegated_authz_request_total{code}`: SubjectAccessReviews sent to the core cluster.
+    pub delegated_authz_requests: IntCounterVec,
+    /// `apiserver_delegated_authz_request_duration_seconds{code}`.
+    pub delegated_authz_durations: HistogramVec,
+    /// `authentication_token_cache_request_total{status}`: `hit` or `miss`.
+    pub token_cache_requests: IntCounterVec,
     /// The series of each label set seen, resolved once: a request then costs one lookup, not four.
     series: RwLock<HashMap<RequestLabels, Arc<Series>>>,
     /// The two series of `inflight`: read-only and mutating.
@@ -436,10 +458,42 @@ impl Metrics {
                 "Number of requests dropped with 'TLS handshake error from' error",
             )
             .expect("a valid counter"),
+            delegated_authn_requests: counter(
+                "apiserver_delegated_authn_request_total",
+                "Number of HTTP requests partitioned by status code.",
+                &["code"],
+            ),
+            delegated_authn_durations: histogram(
+                "apiserver_delegated_authn_request_duration_seconds",
+                "Request latency in seconds. Broken down by status code.",
+                DELEGATED_BUCKETS,
+                &["code"],
+            ),
+            delegated_authz_requests: counter(
+                "apiserver_delegated_authz_request_total",
+                "Number of HTTP requests partitioned by status code.",
+                &["code"],
+            ),
+            delegated_authz_durations: histogram(
+                "apiserver_delegated_authz_request_duration_seconds",
+                "Request latency in seconds. Broken down by status code.",
+                DELEGATED_BUCKETS,
+                &["code"],
+            ),
+            token_cache_requests: counter(
+                "authentication_token_cache_request_total",
+                "Total number of token cache requests, by hit or miss.",
+                &["status"],
+            ),
             series: RwLock::default(),
             inflight_kinds,
         };
-        let collectors: [Box<dyn prometheus::core::Collector>; 24] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 29] = [
+            Box::new(metrics.delegated_authn_requests.clone()),
+            Box::new(metrics.delegated_authn_durations.clone()),
+            Box::new(metrics.delegated_authz_requests.clone()),
+            Box::new(metrics.delegated_authz_durations.clone()),
+            Box::new(metrics.token_cache_requests.clone()),
             Box::new(metrics.watchers.clone()),
             Box::new(metrics.watch_events.clone()),
             Box::new(metrics.watch_event_sizes.clone()),
@@ -570,6 +624,30 @@ impl Metrics {
                 self.storage_errors.with_label_values(&labels).inc();
             }
         }
+    }
+
+    /// A review sent to the core cluster, by its HTTP code (`<error>` when there was none).
+    pub fn delegated_request(&self, kind: Delegated, code: &str, elapsed: Duration) {
+        let (requests, durations) = match kind {
+            Delegated::Authentication => (
+                &self.delegated_authn_requests,
+                &self.delegated_authn_durations,
+            ),
+            Delegated::Authorization => (
+                &self.delegated_authz_requests,
+                &self.delegated_authz_durations,
+            ),
+        };
+        requests.with_label_values(&[code]).inc();
+        durations
+            .with_label_values(&[code])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// A token cache lookup.
+    pub fn token_cache_lookup(&self, hit: bool) {
+        let status = if hit { "hit" } else { "miss" };
+        self.token_cache_requests.with_label_values(&[status]).inc();
     }
 
     /// An authentication: `success`, `failure` (no or bad credentials) or `error`.

@@ -2,7 +2,8 @@
 //! question, with allowed answers remembered for `--authorization-webhook-cache-authorized-ttl` and the others
 //! for `--authorization-webhook-cache-unauthorized-ttl` (upstream's delegating webhook authorizer).
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use k8s_openapi::api::authorization::v1::{
@@ -11,8 +12,9 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 
 use super::cache::ExpiringCache;
-use super::token_review::with_retries;
+use super::token_review::{call_code, with_retries};
 use super::{Attributes, AuthorizationError, Authorizer, Decision};
+use crate::metrics::{Delegated, Metrics};
 
 /// How many answers are remembered (the seed's figure).
 pub const CACHE_CAPACITY: usize = 1024;
@@ -23,6 +25,7 @@ pub struct SubjectAccessReviewAuthorizer {
     allowed_ttl: Duration,
     denied_ttl: Duration,
     cache: ExpiringCache<String, (Decision, String)>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl SubjectAccessReviewAuthorizer {
@@ -34,7 +37,14 @@ impl SubjectAccessReviewAuthorizer {
             allowed_ttl,
             denied_ttl,
             cache: ExpiringCache::new(CACHE_CAPACITY),
+            metrics: None,
         }
+    }
+
+    /// Counts reviews in `apiserver_delegated_authz_request_*`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 }
 
@@ -85,9 +95,20 @@ impl Authorizer for SubjectAccessReviewAuthorizer {
             ..SubjectAccessReview::default()
         };
         let params = PostParams::default();
-        let reviewed = with_retries(|| self.reviews.create(&params, &review))
-            .await
-            .map_err(|e| AuthorizationError(format!("subject access review failed: {e}")))?;
+        let reviewed = with_retries(|| async {
+            let started = Instant::now();
+            let result = self.reviews.create(&params, &review).await;
+            if let Some(metrics) = &self.metrics {
+                metrics.delegated_request(
+                    Delegated::Authorization,
+                    &call_code(&result),
+                    started.elapsed(),
+                );
+            }
+            result
+        })
+        .await
+        .map_err(|e| AuthorizationError(format!("subject access review failed: {e}")))?;
         let status = reviewed.status.unwrap_or_default();
         let reason = status.reason.unwrap_or_default();
         let answer = if status.allowed {

@@ -272,6 +272,12 @@ pub struct DelegatedAuthentication {
 }
 
 impl DelegatedAuthentication {
+    /// Counts TokenReviews and token cache lookups in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.token_reviews = self.token_reviews.map(|t| t.with_metrics(metrics));
+        self
+    }
+
     /// The union in upstream's order: request headers, client certificates, bearer tokens.
     pub fn authenticator(self) -> UnionAuthenticator {
         let mut union = UnionAuthenticator::new()

@@ -1,7 +1,8 @@
 //! Bearer tokens checked by the core cluster: a `TokenReview` (authentication.k8s.io/v1) per token, remembered
 //! for `--authentication-token-webhook-cache-ttl` (upstream's delegating token authenticator and its cache).
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use http::request::Parts;
@@ -10,6 +11,7 @@ use kube::api::{Api, PostParams};
 
 use super::cache::ExpiringCache;
 use super::{AuthenticationError, Authenticator, User, bearer_token};
+use crate::metrics::{Delegated, Metrics};
 
 /// How many tokens are remembered at most (upstream's token cache holds a few thousand).
 const CACHE_CAPACITY: usize = 4096;
@@ -23,6 +25,7 @@ pub struct TokenReviewAuthenticator {
     audiences: Vec<String>,
     ttl: Duration,
     cache: ExpiringCache<[u8; 32], Answer>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl TokenReviewAuthenticator {
@@ -34,7 +37,15 @@ impl TokenReviewAuthenticator {
             audiences,
             ttl,
             cache: ExpiringCache::new(CACHE_CAPACITY),
+            metrics: None,
         }
+    }
+
+    /// Counts reviews in `apiserver_delegated_authn_request_*` and cache lookups in
+    /// `authentication_token_cache_request_total`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     async fn review(&self, token: &str) -> Result<Answer, AuthenticationError> {
@@ -46,9 +57,20 @@ impl TokenReviewAuthenticator {
             ..TokenReview::default()
         };
         let params = PostParams::default();
-        let reviewed = with_retries(|| self.reviews.create(&params, &review))
-            .await
-            .map_err(|e| AuthenticationError(format!("token review failed: {e}")))?;
+        let reviewed = with_retries(|| async {
+            let started = Instant::now();
+            let result = self.reviews.create(&params, &review).await;
+            if let Some(metrics) = &self.metrics {
+                metrics.delegated_request(
+                    Delegated::Authentication,
+                    &call_code(&result),
+                    started.elapsed(),
+                );
+            }
+            result
+        })
+        .await
+        .map_err(|e| AuthenticationError(format!("token review failed: {e}")))?;
         let status = reviewed.status.unwrap_or_default();
         if status.authenticated != Some(true) {
             return match status.error.filter(|e| !e.is_empty()) {
@@ -74,7 +96,11 @@ impl Authenticator for TokenReviewAuthenticator {
             return Ok(None);
         };
         let key = token_key(token);
-        let answer = match self.cache.get(&key) {
+        let cached = self.cache.get(&key);
+        if let Some(metrics) = &self.metrics {
+            metrics.token_cache_lookup(cached.is_some());
+        }
+        let answer = match cached {
             Some(answer) => answer,
             None => {
                 let answer = self.review(token).await?;
@@ -95,6 +121,15 @@ fn token_key(token: &str) -> [u8; 32] {
     let mut key = [0u8; 32];
     key.copy_from_slice(digest.as_ref());
     key
+}
+
+/// The code label of a call to the core cluster: its HTTP status, or `<error>` when there was none.
+pub(crate) fn call_code<T>(result: &Result<T, kube::Error>) -> String {
+    match result {
+        Ok(_) => "201".to_string(),
+        Err(kube::Error::Api(status)) => status.code.to_string(),
+        Err(_) => "<error>".to_string(),
+    }
 }
 
 /// Calls `call` up to three times while the failure is one that may pass (the connection, a 5xx, a 429), as

@@ -308,10 +308,17 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
         }
         Mode::Delegated => {
             builder = builder
-                .authenticator(options.authentication.delegate().await?.authenticator())
+                .authenticator(
+                    options
+                        .authentication
+                        .delegate()
+                        .await?
+                        .with_metrics(metrics.clone())
+                        .authenticator(),
+                )
                 .always_allow_paths(options.authorization.delegated_always_allow_paths());
             if let Some(authorizer) = options.authorization.delegate().await? {
-                builder = builder.authorizer(authorizer);
+                builder = builder.authorizer(authorizer.with_metrics(metrics.clone()));
             }
             None
         }

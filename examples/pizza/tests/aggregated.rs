@@ -326,6 +326,7 @@ async fn behind_kube_apiserver() {
     audited(&cluster, &pizza.audit_log).await;
     bypass_catalogue(&cluster, &direct).await;
     reviews_are_cached(&cluster, &admin, &direct).await;
+    delegated_metrics(&cluster, &direct).await;
     namespace_lifecycle(&admin).await;
     deployment_folder_applies(&admin);
     authorization_fails_closed(&cluster, &server_kubeconfig, &cert, &key, &serving_ca).await;
@@ -745,6 +746,43 @@ async fn audited(cluster: &Cluster, audit_log: &Path) {
         impersonated["annotations"]["authorization.k8s.io/decision"],
         "forbid"
     );
+}
+
+/// The reviews asked of kube-apiserver are counted on the server's `/metrics` (read as an admin through the front
+/// proxy: `/metrics` is not proxied by the aggregator).
+async fn delegated_metrics(cluster: &Cluster, direct: &Direct) {
+    let (proxy_cert, proxy_key) = cluster.front_proxy_client_cert_and_key_pem();
+    let (code, text) = direct
+        .send(
+            Credential::Cert(proxy_cert, proxy_key),
+            "GET",
+            "/metrics",
+            &[
+                ("X-Remote-User", "admin"),
+                ("X-Remote-Group", "system:masters"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(code, 200);
+    let text = text.as_str().expect("the exposition as text").to_string();
+    let sample = |prefix: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(
+        sample(r#"apiserver_delegated_authz_request_total{code="201"}"#) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        sample(r#"apiserver_delegated_authn_request_total{code="201"}"#) >= 1.0,
+        "{text}"
+    );
+    assert!(sample(r#"authentication_token_cache_request_total{status="miss"}"#) >= 1.0);
+    assert!(text.contains("apiserver_delegated_authz_request_duration_seconds_bucket"));
 }
 
 /// Whether a topping of that name is stored, read as the aggregator reading for an admin.
