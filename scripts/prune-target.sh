@@ -12,3 +12,11 @@ find . -maxdepth 1 -type f -perm -u+x ! -name '*.*' -printf '%T@ %f\n' \
   | sort -k1,1 -k2,2nr \
   | awk 'seen[$1]++ { print $3 }' \
   | xargs -r rm -f --
+# The workspace's own libraries get new hashes whenever the checkout moves (a fresh clone elsewhere): of those, too,
+# only the newest two of each kind stay (a crate may be built with and without its `testing` feature).
+for crate in apiserver apiserver_derive apiserver_storage_etcd apiserver_storage_sql apiserver_storage_rocks \
+  pizza_apiserver apiserver_bench; do
+  for ext in rlib rmeta so; do
+    { ls -t "lib${crate}"-*."${ext}" 2>/dev/null || true; } | tail -n +3 | xargs -r rm -f --
+  done
+done

@@ -670,24 +670,6 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// A request the server cut short (timeout, too many requests), labelled from its request info.
-    pub fn terminated_request(&self, info: &crate::endpoints::RequestInfo, code: u16) {
-        let labels = RequestLabels::new(
-            &info.verb,
-            false,
-            &[],
-            [
-                &info.api_group,
-                &info.api_version,
-                &info.resource,
-                &info.subresource,
-            ],
-            &info.namespace,
-            &info.name,
-        );
-        self.terminated(&labels, code);
-    }
-
     /// A request the server cut short, by its labels.
     pub fn terminated(&self, labels: &RequestLabels, code: u16) {
         let code = code.to_string();

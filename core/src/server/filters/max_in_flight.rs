@@ -71,7 +71,7 @@ pub async fn limit(State(limits): State<InFlightLimits>, request: Request, next:
             request.extensions().get::<Arc<Metrics>>(),
             request.extensions().get::<RequestInfo>(),
         ) {
-            metrics.terminated_request(info, 429);
+            super::terminated(metrics, info, 429);
         }
         return too_many_requests();
     };

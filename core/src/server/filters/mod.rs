@@ -48,6 +48,24 @@ pub use max_in_flight::InFlightLimits;
 pub use timeout::DEFAULT_REQUEST_TIMEOUT;
 pub use warning::{WarningRecorder, Warnings};
 
+/// Counts a request the chain cut short (a timeout, too many requests) in `apiserver_request_terminations_total`.
+fn terminated(metrics: &Metrics, info: &crate::endpoints::RequestInfo, code: u16) {
+    let labels = crate::metrics::RequestLabels::new(
+        &info.verb,
+        false,
+        &[],
+        [
+            &info.api_group,
+            &info.api_version,
+            &info.resource,
+            &info.subresource,
+        ],
+        &info.namespace,
+        &info.name,
+    );
+    metrics.terminated(&labels, code);
+}
+
 /// What the filters need: how to parse request info, who authenticates and who authorizes.
 #[derive(Clone)]
 pub struct FilterChain {

@@ -47,13 +47,16 @@ pub async fn with_timeout(
     if long_running || timeout.is_zero() {
         return next.run(request).await;
     }
+    // What the request was, for the metric if it times out (the request itself is gone by then).
     let metrics = request.extensions().get::<Arc<Metrics>>().cloned();
-    let info = request.extensions().get::<RequestInfo>().cloned();
+    let info = metrics
+        .as_ref()
+        .and_then(|_| request.extensions().get::<RequestInfo>().cloned());
     match tokio::time::timeout(timeout, next.run(request)).await {
         Ok(response) => response,
         Err(_) => {
             if let (Some(metrics), Some(info)) = (metrics, info) {
-                metrics.terminated_request(&info, 504);
+                super::terminated(&metrics, &info, 504);
             }
             let mut status = Status::failure(504, reason::TIMEOUT, TIMEOUT_MESSAGE);
             status.details = Some(StatusDetails::default());
