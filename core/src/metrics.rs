@@ -182,6 +182,43 @@ impl Drop for InFlight {
     }
 }
 
+/// The Tokio runtime's own figures (its stable metrics), set when `/metrics` is read.
+struct RuntimeGauges {
+    workers: IntGauge,
+    alive_tasks: IntGauge,
+    global_queue_depth: IntGauge,
+    busy_seconds: prometheus::GaugeVec,
+}
+
+impl RuntimeGauges {
+    fn collectors(&self) -> [Box<dyn prometheus::core::Collector>; 4] {
+        [
+            Box::new(self.workers.clone()),
+            Box::new(self.alive_tasks.clone()),
+            Box::new(self.global_queue_depth.clone()),
+            Box::new(self.busy_seconds.clone()),
+        ]
+    }
+
+    /// Reads the runtime the caller runs on (nothing outside one).
+    fn update(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let runtime = handle.metrics();
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.workers.set(gauge(runtime.num_workers()));
+        self.alive_tasks.set(gauge(runtime.num_alive_tasks()));
+        self.global_queue_depth
+            .set(gauge(runtime.global_queue_depth()));
+        for worker in 0..runtime.num_workers() {
+            self.busy_seconds
+                .with_label_values(&[&worker.to_string()])
+                .set(runtime.worker_total_busy_duration(worker).as_secs_f64());
+        }
+    }
+}
+
 /// Which review a delegated request is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delegated {
@@ -274,6 +311,9 @@ pub struct Metrics {
     pub delegated_authz_durations: HistogramVec,
     /// `authentication_token_cache_request_total{status}`: `hit` or `miss`.
     pub token_cache_requests: IntCounterVec,
+    /// The Tokio runtime, read at each scrape: `tokio_runtime_workers`, `tokio_runtime_alive_tasks`,
+    /// `tokio_runtime_global_queue_depth`, `tokio_runtime_worker_busy_seconds{worker}` (cumulative).
+    runtime: RuntimeGauges,
     /// The series of each label set seen, resolved once: a request then costs one lookup, not four.
     series: RwLock<HashMap<RequestLabels, Arc<Series>>>,
     /// The two series of `inflight`: read-only and mutating.
@@ -485,9 +525,40 @@ impl Metrics {
                 "Total number of token cache requests, by hit or miss.",
                 &["status"],
             ),
+            runtime: RuntimeGauges {
+                workers: IntGauge::new(
+                    "tokio_runtime_workers",
+                    "Number of worker threads of the Tokio runtime that serves requests.",
+                )
+                .expect("a valid gauge"),
+                alive_tasks: IntGauge::new(
+                    "tokio_runtime_alive_tasks",
+                    "Number of tasks alive in the Tokio runtime (requests, watches, connections, controllers).",
+                )
+                .expect("a valid gauge"),
+                global_queue_depth: IntGauge::new(
+                    "tokio_runtime_global_queue_depth",
+                    "Number of tasks waiting in the Tokio runtime's global queue.",
+                )
+                .expect("a valid gauge"),
+                busy_seconds: prometheus::GaugeVec::new(
+                    Opts::new(
+                        "tokio_runtime_worker_busy_seconds",
+                        "Time each Tokio worker thread has spent busy since the runtime started.",
+                    ),
+                    &["worker"],
+                )
+                .expect("a valid gauge"),
+            },
             series: RwLock::default(),
             inflight_kinds,
         };
+        for collector in metrics.runtime.collectors() {
+            metrics
+                .registry
+                .register(collector)
+                .expect("unique metric names");
+        }
         let collectors: [Box<dyn prometheus::core::Collector>; 29] = [
             Box::new(metrics.delegated_authn_requests.clone()),
             Box::new(metrics.delegated_authn_durations.clone()),
@@ -751,6 +822,7 @@ impl Metrics {
     /// The exposition: OpenMetrics when the client's `Accept` asks for it (as Prometheus does), else
     /// `text/plain; version=0.0.4`.
     pub fn response(&self, accept: Option<&str>) -> Response {
+        self.runtime.update();
         if accept.is_some_and(|a| a.contains(OPENMETRICS_TYPE)) {
             let mut response =
                 (StatusCode::OK, openmetrics::encode(&self.registry.gather())).into_response();

@@ -219,6 +219,16 @@ async fn metrics_count_every_request_as_upstream_labels_them() {
     assert!(value(&samples, "process_resident_memory_bytes", &[]) > 0.0);
     assert!(samples.contains_key("process_cpu_seconds_total"));
     assert!(samples.contains_key("process_open_fds"));
+    // The Tokio runtime's own figures.
+    assert!(value(&samples, "tokio_runtime_workers", &[]) >= 1.0);
+    assert!(value(&samples, "tokio_runtime_alive_tasks", &[]) >= 1.0);
+    assert!(
+        value(
+            &samples,
+            "tokio_runtime_worker_busy_seconds",
+            &[("worker", "0")]
+        ) > 0.0
+    );
 
     // Storage calls by backend, operation and resource: four creates reached the backend (the dry run did not;
     // the second "a" did and was refused), none failed.
