@@ -404,4 +404,27 @@ mod tests {
             assert!(size <= 1024 * 1024 && size > 900 * 1024, "{backup}: {size}");
         }
     }
+
+    #[test]
+    fn rotated_files_older_than_max_age_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let old = dir.path().join("audit-2020-01-02T03-04-05.000.log");
+        let recent = Utc::now() - chrono::Duration::days(1);
+        let recent = dir
+            .path()
+            .join(format!("audit-{}.log", recent.format(BACKUP_TIME_FORMAT)));
+        let unrelated = dir.path().join("other-2020-01-02T03-04-05.000.log");
+        for file in [&path, &old, &recent, &unrelated] {
+            std::fs::write(file, b"{}\n").unwrap();
+        }
+        let rotation = Rotation {
+            max_size_mb: 1,
+            max_age_days: 30,
+            max_backups: 0,
+        };
+        prune(&path, rotation).unwrap();
+        assert!(!old.exists(), "older than 30 days");
+        assert!(recent.exists() && path.exists() && unrelated.exists());
+    }
 }

@@ -27,6 +27,11 @@ pub const DECISION_ANNOTATION: &str = "authorization.k8s.io/decision";
 /// The authorizer's reason.
 pub const REASON_ANNOTATION: &str = "authorization.k8s.io/reason";
 
+/// The request's audit ID (its `Audit-ID`, or a new UUID), in the request extensions; the server's outermost
+/// filter sets it, and handlers, logs and traces read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditId(pub String);
+
 /// upstream's `AuditOptions`: the policy, the log backend and the webhook backend.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct AuditOptions {

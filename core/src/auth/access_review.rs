@@ -3,7 +3,7 @@
 //! for `--authorization-webhook-cache-unauthorized-ttl` (upstream's delegating webhook authorizer).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::authorization::v1::{
@@ -12,7 +12,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 
 use super::cache::ExpiringCache;
-use super::token_review::{call_code, with_retries};
+use super::token_review::{counted, with_retries};
 use super::{Attributes, AuthorizationError, Authorizer, Decision};
 use crate::metrics::{Delegated, Metrics};
 
@@ -95,17 +95,12 @@ impl Authorizer for SubjectAccessReviewAuthorizer {
             ..SubjectAccessReview::default()
         };
         let params = PostParams::default();
-        let reviewed = with_retries(|| async {
-            let started = Instant::now();
-            let result = self.reviews.create(&params, &review).await;
-            if let Some(metrics) = &self.metrics {
-                metrics.delegated_request(
-                    Delegated::Authorization,
-                    &call_code(&result),
-                    started.elapsed(),
-                );
-            }
-            result
+        let reviewed = with_retries(|| {
+            counted(
+                self.metrics.as_deref(),
+                Delegated::Authorization,
+                self.reviews.create(&params, &review),
+            )
         })
         .await
         .map_err(|e| AuthorizationError(format!("subject access review failed: {e}")))?;

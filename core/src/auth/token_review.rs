@@ -57,17 +57,12 @@ impl TokenReviewAuthenticator {
             ..TokenReview::default()
         };
         let params = PostParams::default();
-        let reviewed = with_retries(|| async {
-            let started = Instant::now();
-            let result = self.reviews.create(&params, &review).await;
-            if let Some(metrics) = &self.metrics {
-                metrics.delegated_request(
-                    Delegated::Authentication,
-                    &call_code(&result),
-                    started.elapsed(),
-                );
-            }
-            result
+        let reviewed = with_retries(|| {
+            counted(
+                self.metrics.as_deref(),
+                Delegated::Authentication,
+                self.reviews.create(&params, &review),
+            )
         })
         .await
         .map_err(|e| AuthenticationError(format!("token review failed: {e}")))?;
@@ -123,13 +118,23 @@ fn token_key(token: &str) -> [u8; 32] {
     key
 }
 
-/// The code label of a call to the core cluster: its HTTP status, or `<error>` when there was none.
-pub(crate) fn call_code<T>(result: &Result<T, kube::Error>) -> String {
-    match result {
-        Ok(_) => "201".to_string(),
-        Err(kube::Error::Api(status)) => status.code.to_string(),
-        Err(_) => "<error>".to_string(),
+/// Runs one review call, counting it in `metrics` by its HTTP code (`<error>` when there was none).
+pub(crate) async fn counted<T>(
+    metrics: Option<&Metrics>,
+    kind: Delegated,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
+    let started = Instant::now();
+    let result = call.await;
+    if let Some(metrics) = metrics {
+        let code = match &result {
+            Ok(_) => "201".to_string(),
+            Err(kube::Error::Api(status)) => status.code.to_string(),
+            Err(_) => "<error>".to_string(),
+        };
+        metrics.delegated_request(kind, &code, started.elapsed());
     }
+    result
 }
 
 /// Calls `call` up to three times while the failure is one that may pass (the connection, a 5xx, a 429), as

@@ -64,13 +64,25 @@ fn stages(events: &[Value]) -> Vec<&str> {
         .collect()
 }
 
-fn audit_id(headers: &http::HeaderMap) -> String {
-    headers
+/// A request as the admin: its status and the `Audit-ID` the server answered with.
+async fn request(
+    server: &TestServer,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> (u16, String) {
+    let body = body
+        .map(|b| serde_json::to_vec(b).unwrap())
+        .unwrap_or_default();
+    let (code, headers, _) = server.raw(method, path, headers, body).await;
+    let id = headers
         .get("audit-id")
         .expect("Audit-ID header")
         .to_str()
         .unwrap()
-        .to_string()
+        .to_string();
+    (code, id)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -91,73 +103,42 @@ async fn the_log_holds_exactly_the_events_the_policy_asks_for() {
     // RequestResponse: a topping, with the client's own Audit-ID.
     let topping = json!({"apiVersion": format!("{GROUP}/v1alpha1"), "kind": "Topping",
         "metadata": {"name": "basil"}, "spec": {"cost": 0.5}});
-    let (code, headers, _) = server
-        .raw(
-            "POST",
-            &format!("/apis/{GROUP}/v1alpha1/toppings"),
-            &[JSON, ("audit-id", "client-chosen-id")],
-            serde_json::to_vec(&topping).unwrap(),
-        )
-        .await;
+    let (code, id) = request(
+        &server,
+        "POST",
+        &format!("/apis/{GROUP}/v1alpha1/toppings"),
+        &[JSON, ("audit-id", "client-chosen-id")],
+        Some(&topping),
+    )
+    .await;
     assert_eq!(code, 201);
-    assert_eq!(audit_id(&headers), "client-chosen-id");
+    assert_eq!(id, "client-chosen-id");
 
     // Request: a pizza create.
     let pizza = json!({"apiVersion": format!("{GROUP}/v1alpha1"), "kind": "Pizza",
         "metadata": {"name": "margherita", "namespace": "default"}, "spec": {"toppings": ["basil"]}});
-    let (code, headers, _) = server
-        .raw(
-            "POST",
-            &format!("/apis/{GROUP}/v1alpha1/namespaces/default/pizzas"),
-            &[JSON],
-            serde_json::to_vec(&pizza).unwrap(),
-        )
-        .await;
+    let pizzas = format!("/apis/{GROUP}/v1alpha1/namespaces/default/pizzas");
+    let (code, create_id) = request(&server, "POST", &pizzas, &[JSON], Some(&pizza)).await;
     assert_eq!(code, 201);
-    let create_id = audit_id(&headers);
 
     // Refused by admission: the plugin's annotation is in the event.
     let unknown = json!({"apiVersion": format!("{GROUP}/v1alpha1"), "kind": "Pizza",
         "metadata": {"name": "hawaii", "namespace": "default"}, "spec": {"toppings": ["pineapple"]}});
-    let (code, headers, _) = server
-        .raw(
-            "POST",
-            &format!("/apis/{GROUP}/v1alpha1/namespaces/default/pizzas"),
-            &[JSON],
-            serde_json::to_vec(&unknown).unwrap(),
-        )
-        .await;
+    let (code, refused_id) = request(&server, "POST", &pizzas, &[JSON], Some(&unknown)).await;
     assert_eq!(code, 403);
-    let refused_id = audit_id(&headers);
 
     // Metadata without RequestReceived: a missing pizza, and a watch.
-    let (code, headers, _) = server
-        .raw(
-            "GET",
-            &format!("/apis/{GROUP}/v1alpha1/namespaces/default/pizzas/nope"),
-            &[],
-            vec![],
-        )
-        .await;
+    let (code, missing_id) = request(&server, "GET", &format!("{pizzas}/nope"), &[], None).await;
     assert_eq!(code, 404);
-    let missing_id = audit_id(&headers);
-    let (code, headers, _) = server
-        .raw(
-            "GET",
-            &format!("/apis/{GROUP}/v1alpha1/pizzas?watch=1&timeoutSeconds=1"),
-            &[],
-            vec![],
-        )
-        .await;
+    let watch = format!("/apis/{GROUP}/v1alpha1/pizzas?watch=1&timeoutSeconds=1");
+    let (code, watch_id) = request(&server, "GET", &watch, &[], None).await;
     assert_eq!(code, 200);
-    let watch_id = audit_id(&headers);
 
     // Refused: a bad token (authentication) and anonymous (authorization).
-    let list = format!("/apis/{GROUP}/v1alpha1/namespaces/default/pizzas");
     let (code, _) = send(
         &server.client_with_token(Some("not-a-token")).await,
         "GET",
-        &list,
+        &pizzas,
         &[],
         None,
     )
@@ -166,7 +147,7 @@ async fn the_log_holds_exactly_the_events_the_policy_asks_for() {
     let (code, _) = send(
         &server.client_with_token(None).await,
         "GET",
-        &list,
+        &pizzas,
         &[],
         None,
     )

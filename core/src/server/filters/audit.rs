@@ -22,6 +22,8 @@ use serde_json::Value;
 
 use super::AuditId;
 use super::authorization::attributes;
+use super::header_str;
+use super::panic::panic_message;
 use super::timeout::is_long_running;
 use crate::audit::{
     AuditContext, Auditor, Event, Level, ObjectReference, ResponseStatus, Stage, UserInfo,
@@ -78,11 +80,7 @@ pub async fn audit(State(auditor): State<Arc<Auditor>>, request: Request, next: 
     let response = match AssertUnwindSafe(next.run(request)).catch_unwind().await {
         Ok(response) => response,
         Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
+            let message = panic_message(&*panic).unwrap_or_default();
             context.update(|event| {
                 event.response_status = Some(ResponseStatus {
                     status: "Failure".into(),
@@ -171,12 +169,7 @@ pub(super) fn new_event(request: &Request, attributes: &Attributes) -> Event {
         user: UserInfo::from(&attributes.user),
         impersonated_user: None,
         source_ips: source_ips(request),
-        user_agent: request
-            .headers()
-            .get(USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string(),
+        user_agent: header_str(request.headers(), USER_AGENT).to_string(),
         object_ref,
         response_status: None,
         request_object: None,
@@ -190,14 +183,7 @@ pub(super) fn new_event(request: &Request, attributes: &Attributes) -> Event {
 /// upstream's `SourceIPs`: `X-Forwarded-For`, then `X-Real-Ip`, then the peer, without repeats.
 pub fn source_ips(request: &Request) -> Vec<String> {
     let mut ips: Vec<String> = Vec::new();
-    let header = |name: &str| {
-        request
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string()
-    };
+    let header = |name: &str| header_str(request.headers(), name);
     for ip in header("x-forwarded-for").split(',') {
         let ip = ip.trim();
         if ip.parse::<std::net::IpAddr>().is_ok() {
@@ -219,11 +205,7 @@ pub fn source_ips(request: &Request) -> Vec<String> {
 }
 
 fn content_type(headers: &HeaderMap) -> String {
-    headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_ascii_lowercase()
+    header_str(headers, CONTENT_TYPE).to_ascii_lowercase()
 }
 
 /// A JSON or YAML body as JSON; `None` for protobuf and anything that does not parse.

@@ -10,9 +10,7 @@ use http::request::Parts;
 /// The request and response header.
 pub const AUDIT_ID_HEADER: &str = "Audit-ID";
 
-/// The request's audit ID, in the request extensions.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AuditId(pub String);
+pub use crate::audit::AuditId;
 
 /// Takes the request's `Audit-ID` if it sent one, else makes a UUID; stores it and sets the response header.
 pub async fn with_audit_id(mut request: Request, next: Next) -> Response {

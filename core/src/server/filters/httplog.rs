@@ -9,7 +9,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http::header::{CONTENT_TYPE, USER_AGENT};
 
-use super::AuditId;
+use super::{AuditId, header_str};
 use crate::endpoints::RequestInfo;
 use crate::server::ConnectionInfo;
 
@@ -22,17 +22,8 @@ pub async fn log_request(request: Request, next: Next) -> Response {
         return next.run(request).await;
     }
     let started = Instant::now();
-    let (user_agent, content_type) = {
-        let header = |name| {
-            request
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string()
-        };
-        (header(USER_AGENT), header(CONTENT_TYPE))
-    };
+    let user_agent = header_str(request.headers(), USER_AGENT).to_string();
+    let content_type = header_str(request.headers(), CONTENT_TYPE).to_string();
     let verb = match request.extensions().get::<RequestInfo>() {
         Some(info) if !info.verb.is_empty() => info.verb.to_ascii_uppercase(),
         _ => request.method().as_str().to_string(),

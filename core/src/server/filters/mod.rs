@@ -48,6 +48,14 @@ pub use max_in_flight::InFlightLimits;
 pub use timeout::DEFAULT_REQUEST_TIMEOUT;
 pub use warning::{WarningRecorder, Warnings};
 
+/// A header's value as text; empty when it is missing or not visible ASCII.
+fn header_str(headers: &http::HeaderMap, name: impl http::header::AsHeaderName) -> &str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
 /// Counts a request the chain cut short (a timeout, too many requests) in `apiserver_request_terminations_total`.
 fn terminated(metrics: &Metrics, info: &crate::endpoints::RequestInfo, code: u16) {
     let labels = crate::metrics::RequestLabels::new(

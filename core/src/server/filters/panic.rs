@@ -23,11 +23,7 @@ pub async fn recover(request: Request, next: Next) -> Response {
     match AssertUnwindSafe(next.run(request)).catch_unwind().await {
         Ok(response) => response,
         Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_string());
+            let message = panic_message(&*panic).unwrap_or_else(|| "unknown panic".to_string());
             tracing::error!(
                 %method,
                 %uri,
@@ -37,4 +33,12 @@ pub async fn recover(request: Request, next: Next) -> Response {
             internal_error(PANIC_MESSAGE)
         }
     }
+}
+
+/// What a panic said, when it said it with a string (as `panic!` does).
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> Option<String> {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
 }

@@ -14,7 +14,7 @@ use http::header::USER_AGENT;
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::AuditId;
+use super::{AuditId, header_str};
 use crate::auth::User;
 use crate::endpoints::RequestInfo;
 use crate::server::ConnectionInfo;
@@ -75,13 +75,7 @@ pub async fn trace(request: Request, next: Next) -> Response {
 /// The span with what is known before the response.
 fn request_span(request: &Request) -> tracing::Span {
     let name = span_name(request);
-    let header = |name| {
-        request
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-    };
+    let header = |name: &str| header_str(request.headers(), name);
     let connection = request.extensions().get::<ConnectionInfo>();
     let peer = connection.map(|c| c.remote_addr);
     let local = connection.map(|c| c.local_addr);
