@@ -330,6 +330,7 @@ impl Storage for EtcdStorage {
         };
         let mut items = Vec::new();
         let mut last_key: Option<Vec<u8>> = None;
+        let mut evaluated = 0;
         let mut has_more;
         let mut count;
         loop {
@@ -379,6 +380,7 @@ impl Storage for EtcdStorage {
                     break;
                 }
                 last_key = Some(kv.key().to_vec());
+                evaluated += 1;
                 let obj = stored(kv)?;
                 if opts.predicate.matches(&obj.value)? {
                     items.push(obj);
@@ -401,6 +403,7 @@ impl Storage for EtcdStorage {
             revision,
             continue_token: None,
             remaining_item_count: None,
+            evaluated,
         };
         if paging
             && has_more

@@ -261,6 +261,7 @@ pub(crate) fn list(
     let mut last_key: Option<String> = None;
     let mut has_more = false;
     let mut remaining: i64 = 0;
+    let mut evaluated = 0;
     scan_at(&snapshot, &plan.range, &start, rev, |obj| {
         if has_more {
             remaining += 1;
@@ -272,6 +273,7 @@ pub(crate) fn list(
             return Ok(count_remaining);
         }
         last_key = Some(obj.key.clone());
+        evaluated += 1;
         if opts.predicate.matches(&obj.value)? {
             items.push(obj);
         }
@@ -282,6 +284,7 @@ pub(crate) fn list(
         revision: rev,
         continue_token: None,
         remaining_item_count: None,
+        evaluated,
     };
     if has_more && let Some(last) = last_key {
         let next = format!("{last}\0");

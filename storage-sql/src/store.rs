@@ -227,9 +227,10 @@ impl SqlStorage {
         rev: u64,
         limit: usize,
         predicate: &apiserver::storage::Predicate,
-    ) -> Result<(Vec<StoredObject>, Option<String>, bool), StorageError> {
+    ) -> Result<Range, StorageError> {
         let db = &self.inner.db;
         let mut items = Vec::new();
+        let mut evaluated = 0;
         let mut last_key: Option<String> = None;
         match range {
             KeyRange::Exact(k) => {
@@ -237,13 +238,18 @@ impl SqlStorage {
                     From::Inclusive(s) => s <= k,
                     From::Exclusive(s) => s < k,
                 };
-                if wanted
-                    && let Some(obj) = db.at(k, rev).await?.and_then(|r| r.live(k))
-                    && predicate.matches(&obj.value)?
-                {
-                    items.push(obj);
+                if wanted && let Some(obj) = db.at(k, rev).await?.and_then(|r| r.live(k)) {
+                    evaluated += 1;
+                    if predicate.matches(&obj.value)? {
+                        items.push(obj);
+                    }
                 }
-                Ok((items, None, false))
+                Ok(Range {
+                    items,
+                    last_key: None,
+                    has_more: false,
+                    evaluated,
+                })
             }
             KeyRange::Prefix(p) => {
                 let end = prefix_end(p);
@@ -261,15 +267,26 @@ impl SqlStorage {
                             continue;
                         };
                         if limit > 0 && items.len() >= limit {
-                            return Ok((items, last_key, true));
+                            return Ok(Range {
+                                items,
+                                last_key,
+                                has_more: true,
+                                evaluated,
+                            });
                         }
                         last_key = Some(name);
+                        evaluated += 1;
                         if predicate.matches(&obj.value)? {
                             items.push(obj);
                         }
                     }
                     if n < batch {
-                        return Ok((items, last_key, false));
+                        return Ok(Range {
+                            items,
+                            last_key,
+                            has_more: false,
+                            evaluated,
+                        });
                     }
                     if !predicate.is_everything() {
                         batch = (batch * 2).min(MAX_SCAN);
@@ -287,6 +304,15 @@ impl SqlStorage {
         }
         StorageError::list_expired()
     }
+}
+
+/// What [`SqlStorage::read_range`] read: the objects selected, the last key read, whether more follow, and how many
+/// objects were tested against the predicate.
+struct Range {
+    items: Vec<StoredObject>,
+    last_key: Option<String>,
+    has_more: bool,
+    evaluated: u64,
 }
 
 /// The first string after every string that starts with `prefix`.
@@ -383,7 +409,12 @@ impl Storage for SqlStorage {
         }
         let from = From::at(plan.start_key.as_deref().unwrap_or(plan.range.as_str()));
         let limit = usize::try_from(opts.limit).unwrap_or(usize::MAX);
-        let (items, last_key, has_more) = self
+        let Range {
+            items,
+            last_key,
+            has_more,
+            evaluated,
+        } = self
             .read_range(&plan.range, from, rev, limit, &opts.predicate)
             .await?;
         // Compaction marks the revision before deleting rows: if it passed `rev` meanwhile, rows we needed may
@@ -396,6 +427,7 @@ impl Storage for SqlStorage {
             revision: rev,
             continue_token: None,
             remaining_item_count: None,
+            evaluated,
         };
         if has_more && let Some(last) = last_key {
             result.continue_token = Some(encode_continue(
@@ -580,7 +612,7 @@ impl Storage for SqlStorage {
                 return Err(StorageError::watch_expired());
             }
             let (start, _) = bounds(&range);
-            let (items, _, _) = self
+            let Range { items, .. } = self
                 .read_range(
                     &range,
                     From::Inclusive(start),

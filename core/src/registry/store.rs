@@ -172,20 +172,23 @@ impl<T: Resource> Store<T> {
     }
 
     /// A store whose reads and watches are served from a [`WatchCache`](crate::storage::cache::WatchCache) of
-    /// this resource over `backend`; writes go through to `backend`. Must be called within a tokio runtime.
+    /// this resource over `backend`; writes go through to `backend`. The cache reports into `metrics` when given.
+    /// Must be called within a tokio runtime.
     pub fn cached(
         backend: Arc<dyn Storage>,
         prefix: &str,
         codec: ResourceCodec<T>,
         strategy: Arc<dyn Strategy<T>>,
         storage_format: MediaType,
+        metrics: Option<&crate::metrics::Metrics>,
     ) -> Result<Self, StorageError> {
         let keys = ResourceKeys::new(prefix, T::PLURAL)?;
-        let cache = storage::cache::WatchCache::new(
-            backend,
-            keys.root(),
-            storage::cache::CacheConfig::default(),
-        )?;
+        let resource = T::group_resource();
+        let config = storage::cache::CacheConfig {
+            metrics: metrics.map(|m| m.watch_cache(&resource.group, &resource.resource)),
+            ..storage::cache::CacheConfig::default()
+        };
+        let cache = storage::cache::WatchCache::new(backend, keys.root(), config)?;
         Self::new(Arc::new(cache), prefix, codec, strategy, storage_format)
     }
 

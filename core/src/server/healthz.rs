@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
@@ -18,6 +19,11 @@ use http::{HeaderValue, StatusCode, header};
 
 use super::ShutdownSignal;
 use super::status::not_found;
+use crate::metrics::HealthMetrics;
+use crate::storage::Storage;
+
+/// How long a storage check waits for the backend.
+const STORAGE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The future a check returns: `Ok(())` when healthy, `Err(reason)` otherwise.
 pub type CheckFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
@@ -82,6 +88,22 @@ impl HealthCheck {
         })
     }
 
+    /// `name` (upstream: `etcd`, `etcd-readiness`): the backend answers within two seconds, upstream's
+    /// `--etcd-healthcheck-timeout` and `--etcd-readycheck-timeout` defaults.
+    pub fn storage(name: impl Into<String>, storage: Arc<dyn Storage>) -> Self {
+        Self::new(name, move || {
+            let storage = storage.clone();
+            async move {
+                match tokio::time::timeout(STORAGE_CHECK_TIMEOUT, storage.readiness()).await {
+                    Ok(result) => result.map_err(|e| e.to_string()),
+                    Err(_) => Err(format!(
+                        "the backend did not answer within {STORAGE_CHECK_TIMEOUT:?}"
+                    )),
+                }
+            }
+        })
+    }
+
     /// The check's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -127,6 +149,8 @@ pub struct HealthEndpoint {
     pub name: &'static str,
     /// The checks, in order.
     pub checks: Vec<HealthCheck>,
+    /// Where each check's result is recorded (`kubernetes_healthcheck`, served at `/metrics/slis`).
+    metrics: Option<HealthMetrics>,
 }
 
 impl HealthEndpoint {
@@ -135,7 +159,14 @@ impl HealthEndpoint {
         HealthEndpoint {
             name,
             checks: vec![HealthCheck::ping(), HealthCheck::log()],
+            metrics: None,
         }
+    }
+
+    /// Records each check's result in `metrics` whenever the endpoint runs it.
+    pub fn with_metrics(mut self, metrics: HealthMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The router for `/<name>` and `/<name>/<check>`.
@@ -170,7 +201,11 @@ impl HealthEndpoint {
                 output.push_str(&format!("[+]{} excluded: ok\n", check.name()));
                 continue;
             }
-            match check.check().await {
+            let result = check.check().await;
+            if let Some(metrics) = &self.metrics {
+                metrics.checked(self.name, check.name(), result.is_ok());
+            }
+            match result {
                 Ok(()) => output.push_str(&format!("[+]{} ok\n", check.name())),
                 Err(reason) => {
                     // The endpoint is public: the reason goes to the log only.

@@ -38,10 +38,13 @@ use crate::auth::{
 };
 use crate::endpoints::RequestInfoFactory;
 use crate::metrics::{self, Metrics};
+use crate::storage::Storage;
 
 /// How long a TLS handshake may take before the connection is dropped.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Upstream's default request timeout, used as the default bound on draining in-flight requests.
+/// How long the `storage-readiness` hook waits for the watch caches (upstream's `--storage-initialization-timeout`).
+const STORAGE_INITIALIZATION_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Upstream's `HTTP2MaxStreamsPerConnection` for aggregated servers: the aggregator multiplexes many requests
 /// over one connection.
@@ -230,6 +233,39 @@ impl ServerBuilder {
         self
     }
 
+    /// Checks a backend as upstream checks etcd: `<name>` on all three paths and `<name>-readiness` on `/readyz`
+    /// (upstream's names are `etcd` and `etcd-readiness`), and the post-start hook `storage-readiness`, which
+    /// finishes once every watch cache in `caches` holds its resource, or after a minute with a warning (upstream's
+    /// `--storage-initialization-timeout` default; until then reads go to the backend).
+    pub fn storage(
+        self,
+        name: &str,
+        backend: Arc<dyn Storage>,
+        caches: Vec<Arc<dyn Storage>>,
+    ) -> Self {
+        self.health_check(HealthCheck::storage(name, backend.clone()))
+            .readyz_check(HealthCheck::storage(format!("{name}-readiness"), backend))
+            .post_start_hook("storage-readiness", move |shutdown| async move {
+                let deadline = tokio::time::Instant::now() + STORAGE_INITIALIZATION_TIMEOUT;
+                loop {
+                    let mut ready = true;
+                    for cache in &caches {
+                        ready &= cache.readiness().await.is_ok();
+                    }
+                    if ready || shutdown.is_initiated() {
+                        return Ok(());
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        tracing::warn!(
+                            "storage not ready after {STORAGE_INITIALIZATION_TIMEOUT:?}: going on"
+                        );
+                        return Ok(());
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+    }
+
     /// Runs `hook` once the server is listening (e.g. start informers). Until it returns, the check
     /// `poststarthook/<name>` fails on all three health paths; if it fails, the server shuts down and
     /// [`Server::run`] returns [`ServeError::PostStartHook`]. The hook gets the shutdown signal to stop with.
@@ -330,11 +366,12 @@ impl ServerBuilder {
         readyz
             .checks
             .push(HealthCheck::shutdown(self.signal.clone()));
+        let health = self.metrics.health();
         let version = self.version;
         let app = Router::new()
-            .merge(self.healthz.router())
-            .merge(self.livez.router())
-            .merge(readyz.router())
+            .merge(self.healthz.with_metrics(health.clone()).router())
+            .merge(self.livez.with_metrics(health.clone()).router())
+            .merge(readyz.with_metrics(health.clone()).router())
             .route(
                 "/version",
                 get(move || std::future::ready(version.response())),

@@ -22,6 +22,7 @@ use super::{
     Stats, Storage, StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent,
     WatchOptions, WatchStream, encode_continue, plan_list,
 };
+use crate::metrics::CacheMetrics;
 
 /// The default bound of [`CacheConfig::history_bytes`].
 pub const DEFAULT_HISTORY_BYTES: usize = 64 * 1024 * 1024;
@@ -46,6 +47,8 @@ pub struct CacheConfig {
     pub bookmark_interval: Duration,
     /// How long a read waits for the cache to reach a resourceVersion before answering from the backend or failing.
     pub fresh_timeout: Duration,
+    /// Where the cache reports its work (`apiserver_watch_cache_*`), if anywhere.
+    pub metrics: Option<CacheMetrics>,
 }
 
 impl Default for CacheConfig {
@@ -57,6 +60,7 @@ impl Default for CacheConfig {
             watcher_buffer_bytes: DEFAULT_WATCHER_BUFFER_BYTES,
             bookmark_interval: Duration::from_secs(60),
             fresh_timeout: Duration::from_secs(3),
+            metrics: None,
         }
     }
 }
@@ -139,7 +143,9 @@ impl State {
         self.history_bytes = 0;
     }
 
-    fn send(&mut self, message: impl Fn() -> Message, filter: impl Fn(&Watcher) -> bool) {
+    /// Queues a message for each watcher `filter` selects; cuts off (and counts) those too far behind.
+    fn send(&mut self, message: impl Fn() -> Message, filter: impl Fn(&Watcher) -> bool) -> usize {
+        let mut terminated = 0;
         self.watchers.retain(|w| {
             if !filter(w) {
                 return !w.tx.is_closed();
@@ -149,17 +155,20 @@ impl State {
             let queued = w.queued.fetch_add(size, Ordering::AcqRel);
             if queued > 0 && queued + size > w.max_queued {
                 w.overflowed.store(true, Ordering::Release);
+                terminated += 1;
                 return false;
             }
             match w.tx.try_send(message) {
                 Ok(()) => true,
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     w.overflowed.store(true, Ordering::Release);
+                    terminated += 1;
                     false
                 }
                 Err(mpsc::error::TrySendError::Closed(_)) => false,
             }
         });
+        terminated
     }
 }
 
@@ -177,6 +186,13 @@ impl Shared {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records what the cache did, when it reports anywhere.
+    fn record(&self, what: impl FnOnce(&CacheMetrics)) {
+        if let Some(metrics) = &self.config.metrics {
+            what(metrics);
+        }
     }
 }
 
@@ -204,6 +220,9 @@ impl WatchCache {
         config: CacheConfig,
     ) -> Result<Self, StorageError> {
         let range = KeyRange::new(prefix, true)?;
+        if let Some(metrics) = &config.metrics {
+            metrics.capacity(config.history);
+        }
         let (revision, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             inner,
@@ -232,6 +251,13 @@ impl WatchCache {
     /// Waits until the cache holds revision `revision` (and is ready). Before giving up it asks the backend for a
     /// progress bookmark, which moves the cache forward when the writes were to other resources.
     async fn wait_fresh(&self, revision: u64) -> bool {
+        let started = std::time::Instant::now();
+        let fresh = self.wait_fresh_untimed(revision).await;
+        self.shared.record(|m| m.read_waited(started.elapsed()));
+        fresh
+    }
+
+    async fn wait_fresh_untimed(&self, revision: u64) -> bool {
         let mut rx = self.shared.revision.subscribe();
         let ready = |s: &Shared| {
             let st = s.lock();
@@ -339,21 +365,26 @@ impl WatchCache {
         let mut items = Vec::new();
         let mut last_key: Option<&str> = None;
         let mut has_more = false;
+        let mut evaluated = 0;
         for object in live.by_ref() {
             if limit > 0 && items.len() >= limit {
                 has_more = true;
                 break;
             }
             last_key = Some(&object.key);
+            evaluated += 1;
             if opts.predicate.matches(&object.value)? {
                 items.push(object.clone());
             }
         }
+        self.shared
+            .record(|m| m.listed(evaluated as usize, items.len()));
         let mut result = ListResult {
             items,
             revision: st.revision,
             continue_token: None,
             remaining_item_count: None,
+            evaluated,
         };
         if has_more && let Some(last) = last_key {
             let next = format!("{last}\0");
@@ -413,7 +444,8 @@ async fn load(shared: &Shared) -> Result<u64, StorageError> {
     let mut st = shared.lock();
     if st.ready {
         // Watchers may have missed changes between the broken watch and this list.
-        st.send(|| Message::Reset, |_| true);
+        let terminated = st.send(|| Message::Reset, |_| true);
+        shared.record(|m| m.terminated(terminated));
         st.watchers.clear();
     }
     st.clear_history();
@@ -424,6 +456,10 @@ async fn load(shared: &Shared) -> Result<u64, StorageError> {
         st.objects.clear();
         return Ok(0);
     }
+    shared.record(|m| {
+        m.init_events(objects.len());
+        m.initialized(revision);
+    });
     st.objects = objects;
     st.history_start = revision;
     st.revision = revision;
@@ -465,6 +501,7 @@ async fn follow(shared: &Shared, revision: u64) {
                     .lock()
                     .objects
                     .insert(event.key.clone(), event.stored_object());
+                shared.record(|m| m.init_events(1));
             }
             EventType::Bookmark if loading => {
                 if event.initial_events_end {
@@ -474,6 +511,7 @@ async fn follow(shared: &Shared, revision: u64) {
                     st.history_start = event.revision;
                     st.ready = true;
                     drop(st);
+                    shared.record(|m| m.initialized(event.revision));
                     shared.revision.send_replace(event.revision);
                 }
             }
@@ -482,6 +520,7 @@ async fn follow(shared: &Shared, revision: u64) {
                 if event.revision > st.revision && shared.inner.reliable_progress() {
                     st.revision = event.revision;
                     drop(st);
+                    shared.record(|m| m.revision(event.revision));
                     shared.revision.send_replace(event.revision);
                 }
             }
@@ -524,11 +563,16 @@ fn apply(shared: &Shared, kind: EventType, event: WatchEvent) {
     });
     st.revision = event.revision;
     st.remember(change.clone(), &shared.config);
-    st.send(
+    let terminated = st.send(
         || Message::Change(change.clone()),
         |w| w.range.contains(&change.key),
     );
     drop(st);
+    shared.record(|m| {
+        m.event();
+        m.terminated(terminated);
+        m.revision(event.revision);
+    });
     shared.revision.send_replace(event.revision);
 }
 
@@ -540,7 +584,9 @@ async fn bookmarks(shared: Arc<Shared>) {
         ticker.tick().await;
         let mut st = shared.lock();
         let revision = st.revision;
-        st.send(|| Message::Bookmark(revision), |w| w.bookmarks);
+        let terminated = st.send(|| Message::Bookmark(revision), |w| w.bookmarks);
+        drop(st);
+        shared.record(|m| m.terminated(terminated));
     }
 }
 
@@ -658,7 +704,11 @@ impl Storage for WatchCache {
         } else {
             plan.min_revision.unwrap_or(0)
         };
-        if !self.wait_fresh(wanted).await {
+        let fresh = self.wait_fresh(wanted).await;
+        if opts.resource_version.is_none() {
+            self.shared.record(|m| m.consistent_read(fresh));
+        }
+        if !fresh {
             return self.shared.inner.list(key, opts).await;
         }
         self.list_cached(key, opts)

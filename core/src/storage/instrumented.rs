@@ -1,7 +1,8 @@
 //! A backend measured: every call's latency in `etcd_request_duration_seconds{operation,type}` (etcd, as upstream)
 //! or `apiserver_storage_request_duration_seconds{backend,operation,type}` (the other backends), failures in the
-//! matching `*_request_errors_total` (errors that would be a 5xx), and a span per call (`Create etcd3`, `Get rocksdb`, ...) when spans are
-//! exported. `type` is the resource, read from the key.
+//! matching `*_request_errors_total` (errors that would be a 5xx), each LIST in `apiserver_storage_list_*{group,resource}`,
+//! and a span per call (`Create etcd3`, `Get rocksdb`, ...) when spans are exported. `type` is the resource, read
+//! from the key.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,22 +23,25 @@ pub struct Instrumented {
     inner: Arc<dyn Storage>,
     backend: &'static str,
     prefix: String,
+    group: String,
     metrics: Arc<Metrics>,
 }
 
 impl Instrumented {
     /// Measures `inner`, named `backend` (`etcd3` for etcd, as upstream's spans name it; `rocksdb`, `sqlite`,
-    /// `postgres`, `memory`), whose keys start with `prefix`.
+    /// `postgres`, `memory`), whose keys start with `prefix` and hold the resources of API group `group`.
     pub fn wrap(
         inner: Arc<dyn Storage>,
         backend: &'static str,
         prefix: &str,
+        group: &str,
         metrics: Arc<Metrics>,
     ) -> Arc<dyn Storage> {
         Arc::new(Instrumented {
             inner,
             backend,
             prefix: prefix.trim_end_matches('/').to_string(),
+            group: group.to_string(),
             metrics,
         })
     }
@@ -100,8 +104,18 @@ impl Storage for Instrumented {
         } else {
             "List(recursive=false)"
         };
-        self.observe("list", name, key, self.inner.list(key, opts))
-            .await
+        let result = self
+            .observe("list", name, key, self.inner.list(key, opts))
+            .await;
+        if let Ok(list) = &result {
+            self.metrics.storage_list(
+                &self.group,
+                self.resource(key),
+                list.evaluated,
+                list.items.len() as u64,
+            );
+        }
+        result
     }
 
     async fn guaranteed_update(

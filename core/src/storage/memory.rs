@@ -337,12 +337,14 @@ impl Storage for MemoryStorage {
         let mut items = Vec::new();
         let mut last_key: Option<String> = None;
         let mut has_more = false;
+        let mut evaluated = 0;
         for obj in live.by_ref() {
             if limit > 0 && items.len() >= limit {
                 has_more = true;
                 break;
             }
             last_key = Some(obj.key.clone());
+            evaluated += 1;
             if opts.predicate.matches(&obj.value)? {
                 items.push(obj);
             }
@@ -352,6 +354,7 @@ impl Storage for MemoryStorage {
             revision: rev,
             continue_token: None,
             remaining_item_count: None,
+            evaluated,
         };
         if has_more && let Some(last) = last_key {
             let next = format!("{last}\0");

@@ -98,6 +98,9 @@ pub struct ListResult {
     pub continue_token: Option<String>,
     /// How many keys follow this page, when the predicate selects everything and a continue token is set.
     pub remaining_item_count: Option<i64>,
+    /// How many stored objects were read and tested against the predicate to make this page (for
+    /// `apiserver_storage_list_evaluated_objects_total`).
+    pub evaluated: u64,
 }
 
 /// Reads an object's UID from its bytes, for UID preconditions.

@@ -35,7 +35,7 @@ use crate::cost::{self, COST_CONTROLLER};
 use crate::oven::{self, OVEN_CONTROLLER};
 use crate::restaurant::{Oven, Pizza, Topping};
 use crate::strategy::{OvenStrategy, PizzaStrategy, ToppingStrategy};
-use crate::{oven_codec, pizza_codec, topping_codec};
+use crate::{GROUP, oven_codec, pizza_codec, topping_codec};
 
 /// Where objects are kept under in every backend (the Go pizza-apiserver's etcd prefix).
 pub const STORAGE_PREFIX: &str = "/registry/pizza-apiserver.programming-kubernetes.info";
@@ -208,13 +208,14 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
         Backend::Postgres => "postgres",
         Backend::Etcd => "etcd3",
     };
-    let backend = Instrumented::wrap(backend, backend_name, &prefix, metrics.clone());
+    let backend = Instrumented::wrap(backend, backend_name, &prefix, GROUP, metrics.clone());
     let toppings = Store::<Topping>::cached(
         backend.clone(),
         &prefix,
         topping_codec(),
         Arc::new(ToppingStrategy),
         format,
+        Some(&metrics),
     )
     .map_err(storage_error)?;
     let pizzas = Store::<Pizza>::cached(
@@ -223,6 +224,7 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
         pizza_codec(),
         Arc::new(PizzaStrategy),
         format,
+        Some(&metrics),
     )
     .map_err(storage_error)?;
     let ovens = Store::<Oven>::cached(
@@ -231,6 +233,7 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
         oven_codec(),
         Arc::new(OvenStrategy),
         format,
+        Some(&metrics),
     )
     .map_err(storage_error)?;
 
@@ -269,14 +272,19 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
     let descriptions = api.descriptions();
     let discovery = Discovery::new(&descriptions);
     let openapi = OpenApi::new(&descriptions, "pizza-apiserver", env!("CARGO_PKG_VERSION"));
-    let storage_check = backend.clone();
     let caches: Vec<Arc<dyn Storage>> = vec![
         pizzas.storage().clone(),
         toppings.storage().clone(),
         ovens.storage().clone(),
     ];
+    // Upstream's names on etcd; the other backends' checks are named after them.
+    let check_name = match backend_name {
+        "etcd3" => "etcd",
+        other => other,
+    };
     let mut builder = Server::builder("pizza-apiserver")
         .metrics(metrics.clone())
+        .storage(check_name, backend.clone(), caches)
         .auditor(options.audit.auditor().await?)
         .options(options.serving.clone())
         .anonymous(options.authentication.anonymous_auth);
@@ -374,19 +382,6 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
             env!("CARGO_PKG_VERSION_MINOR"),
             env!("CARGO_PKG_VERSION"),
         ))
-        .readyz_check(HealthCheck::new("storage", move || {
-            let storage = storage_check.clone();
-            async move { storage.readiness().await.map_err(|e| e.to_string()) }
-        }))
-        .readyz_check(HealthCheck::new("watch-cache", move || {
-            let caches = caches.clone();
-            async move {
-                for cache in caches {
-                    cache.readiness().await.map_err(|e| e.to_string())?;
-                }
-                Ok(())
-            }
-        }))
         .routes(
             api.router()
                 .merge(discovery.router())

@@ -191,12 +191,15 @@ async fn unreachable_storage_is_not_ready_and_admission_waits() {
     let (code, _, body) = server.raw("GET", "/readyz?verbose", &[], vec![]).await;
     let text = String::from_utf8_lossy(&body);
     assert_eq!(code, 500, "{text}");
-    assert!(
-        text.contains("[-]storage failed") && text.contains("[-]watch-cache failed"),
-        "{text}"
-    );
-    let (code, _, _) = server.raw("GET", "/livez", &[], vec![]).await;
-    assert_eq!(code, 200, "a server waiting for storage is alive");
+    for check in ["etcd", "etcd-readiness", "poststarthook/storage-readiness"] {
+        assert!(text.contains(&format!("[-]{check} failed")), "{text}");
+    }
+    // As upstream, etcd is a liveness check too.
+    let (code, _, body) = server.raw("GET", "/livez?verbose", &[], vec![]).await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(code, 500, "{text}");
+    assert!(text.contains("[-]etcd failed"), "{text}");
+    assert!(!text.contains("etcd-readiness"), "{text}");
 
     let body = serde_json::to_vec(&serde_json::json!({
         "apiVersion": "restaurant.programming-kubernetes.info/v1beta1",

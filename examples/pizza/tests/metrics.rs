@@ -431,3 +431,156 @@ async fn metrics_count_every_request_as_upstream_labels_them() {
         ) >= 1.0
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_cache_backend_lists_and_health_checks_are_measured() {
+    let server = TestServer::start(&["--storage-backend=memory", NO_COST_CONTROLLER]).await;
+    let toppings = format!("/apis/{GROUP}/v1alpha1/toppings");
+    let resource = [("group", GROUP), ("resource", "toppings")];
+    let before = scrape(&metrics_text(&server).await);
+    assert_eq!(
+        value(
+            &before,
+            "apiserver_watch_cache_initializations_total",
+            &resource
+        ),
+        1.0
+    );
+    assert_eq!(value(&before, "watch_cache_capacity", &resource), 10_000.0);
+    let counted = |samples: &Samples, metric: &str| value(samples, metric, &resource);
+
+    let mut last_rv = String::new();
+    for (name, tier) in [("a", "cheap"), ("b", "cheap"), ("c", "dear")] {
+        let body = json!({"apiVersion": format!("{GROUP}/v1alpha1"), "kind": "Topping", "metadata": {"name": name, "labels": {"tier": tier}}, "spec": {"cost": 1.0}});
+        let (code, created) = call(&server, "POST", &toppings, Some(JSON), body).await;
+        assert_eq!(code, 201);
+        last_rv = created["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    }
+    // A consistent list and a selective one from memory; a paged list goes to the backend.
+    let get = |path: String| {
+        let server = &server;
+        async move {
+            let (code, list) = call(server, "GET", &path, None, serde_json::Value::Null).await;
+            assert_eq!(code, 200, "{list}");
+            list
+        }
+    };
+    assert_eq!(
+        get(toppings.clone()).await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let cheap = get(format!("{toppings}?labelSelector=tier%3Dcheap")).await;
+    assert_eq!(cheap["items"].as_array().unwrap().len(), 2);
+    let page = get(format!(
+        "{toppings}?limit=1&resourceVersion={last_rv}&resourceVersionMatch=Exact"
+    ))
+    .await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+
+    let after = scrape(&metrics_text(&server).await);
+    let delta = |metric: &str| counted(&after, metric) - counted(&before, metric);
+    assert_eq!(delta("apiserver_cache_list_total"), 2.0);
+    assert_eq!(delta("apiserver_cache_list_fetched_objects_total"), 6.0);
+    assert_eq!(delta("apiserver_cache_list_returned_objects_total"), 5.0);
+    assert_eq!(
+        value(
+            &after,
+            "apiserver_cache_list_total",
+            &[("group", GROUP), ("resource", "toppings"), ("index", "")]
+        ),
+        counted(&after, "apiserver_cache_list_total")
+    );
+    assert_eq!(delta("apiserver_storage_list_total"), 1.0);
+    assert_eq!(delta("apiserver_storage_list_returned_objects_total"), 1.0);
+    assert!(delta("apiserver_storage_list_evaluated_objects_total") >= 1.0);
+    assert_eq!(
+        delta("apiserver_storage_list_fetched_objects_total"),
+        delta("apiserver_storage_list_evaluated_objects_total")
+    );
+    let consistent = |success: &str, fallback: &str| {
+        value(
+            &after,
+            "apiserver_watch_cache_consistent_read_total",
+            &[
+                ("group", GROUP),
+                ("resource", "toppings"),
+                ("success", success),
+                ("fallback", fallback),
+            ],
+        ) - value(
+            &before,
+            "apiserver_watch_cache_consistent_read_total",
+            &[
+                ("group", GROUP),
+                ("resource", "toppings"),
+                ("success", success),
+                ("fallback", fallback),
+            ],
+        )
+    };
+    assert_eq!(consistent("true", "false"), 2.0);
+    assert_eq!(consistent("false", "true"), 0.0);
+    assert!(delta("apiserver_watch_cache_read_wait_seconds") >= 2.0);
+    assert_eq!(delta("apiserver_watch_cache_events_received_total"), 3.0);
+    assert_eq!(delta("apiserver_watch_cache_events_dispatched_total"), 3.0);
+    assert_eq!(
+        counted(&after, "apiserver_watch_cache_resource_version"),
+        last_rv.parse::<f64>().unwrap()
+    );
+    assert_eq!(delta("apiserver_terminated_watchers_total"), 0.0);
+
+    // Every health check's result, at /metrics/slis, which needs the same authorization as /metrics.
+    let (code, _, body) = server.raw("GET", "/readyz?verbose", &[], vec![]).await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(code, 200, "{text}");
+    for check in [
+        "memory",
+        "memory-readiness",
+        "poststarthook/storage-readiness",
+    ] {
+        assert!(text.contains(&format!("[+]{check} ok\n")), "{text}");
+    }
+    let (code, _, body) = server.raw("GET", "/livez?verbose", &[], vec![]).await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(code, 200, "{text}");
+    assert!(
+        text.contains("[+]memory ok\n") && !text.contains("memory-readiness"),
+        "{text}"
+    );
+    let (code, _, body) = server.raw("GET", "/metrics/slis", &[], vec![]).await;
+    assert_eq!(code, 200);
+    let slis = scrape(&String::from_utf8(body).unwrap());
+    assert_eq!(
+        value(
+            &slis,
+            "kubernetes_healthcheck",
+            &[("name", "memory-readiness"), ("type", "readyz")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &slis,
+            "kubernetes_healthcheck",
+            &[("name", "memory"), ("type", "livez")]
+        ),
+        1.0
+    );
+    assert!(
+        value(
+            &slis,
+            "kubernetes_healthchecks_total",
+            &[("name", "ping"), ("status", "success"), ("type", "readyz")]
+        ) >= 1.0
+    );
+    assert!(!slis.contains_key("apiserver_request_total"));
+    let anonymous = server.client_with_token(None).await;
+    let (code, _) = support::send(&anonymous, "GET", "/metrics/slis", &[], None).await;
+    assert_eq!(code, 403);
+}

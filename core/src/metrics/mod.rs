@@ -8,6 +8,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+mod health;
+mod openmetrics;
+mod storage;
+
+pub use health::HealthMetrics;
+pub use storage::CacheMetrics;
+
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use prometheus::{
@@ -314,6 +321,10 @@ pub struct Metrics {
     /// The Tokio runtime, read at each scrape: `tokio_runtime_workers`, `tokio_runtime_alive_tasks`,
     /// `tokio_runtime_global_queue_depth`, `tokio_runtime_worker_busy_seconds{worker}` (cumulative).
     runtime: RuntimeGauges,
+    /// The watch caches' and the backends' LIST families.
+    storage: storage::StorageFamilies,
+    /// The health checks' results, served apart at `/metrics/slis`.
+    health: HealthMetrics,
     /// The series of each label set seen, resolved once: a request then costs one lookup, not four.
     series: RwLock<HashMap<RequestLabels, Arc<Series>>>,
     /// The two series of `inflight`: read-only and mutating.
@@ -550,9 +561,17 @@ impl Metrics {
                 )
                 .expect("a valid gauge"),
             },
+            storage: storage::StorageFamilies::new(),
+            health: HealthMetrics::new(),
             series: RwLock::default(),
             inflight_kinds,
         };
+        for collector in metrics.storage.collectors() {
+            metrics
+                .registry
+                .register(collector)
+                .expect("unique metric names");
+        }
         for collector in metrics.runtime.collectors() {
             metrics
                 .registry
@@ -819,30 +838,52 @@ impl Metrics {
         InFlight(Some(gauge))
     }
 
-    /// The exposition: OpenMetrics when the client's `Accept` asks for it (as Prometheus does), else
-    /// `text/plain; version=0.0.4`.
+    /// A LIST answered by a backend for `group/resource` (not by a watch cache): `evaluated` objects read and
+    /// tested against the selectors, `returned` sent.
+    pub fn storage_list(&self, group: &str, resource: &str, evaluated: u64, returned: u64) {
+        self.storage
+            .storage_list(group, resource, evaluated, returned);
+    }
+
+    /// The series of the watch cache of `group/resource`.
+    pub fn watch_cache(&self, group: &str, resource: &str) -> CacheMetrics {
+        self.storage.cache(group, resource)
+    }
+
+    /// The families of `/metrics/slis`, which the health endpoints record into.
+    pub fn health(&self) -> &HealthMetrics {
+        &self.health
+    }
+
+    /// The exposition of `/metrics`.
     pub fn response(&self, accept: Option<&str>) -> Response {
         self.runtime.update();
-        if accept.is_some_and(|a| a.contains(OPENMETRICS_TYPE)) {
-            let mut response =
-                (StatusCode::OK, openmetrics::encode(&self.registry.gather())).into_response();
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(OPENMETRICS_CONTENT_TYPE),
-            );
-            return response;
-        }
-        let mut body = Vec::new();
-        let encoder = TextEncoder::new();
-        if let Err(e) = encoder.encode(&self.registry.gather(), &mut body) {
-            return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
-        }
-        let mut response = (StatusCode::OK, body).into_response();
-        if let Ok(value) = HeaderValue::from_str(encoder.format_type()) {
-            response.headers_mut().insert(header::CONTENT_TYPE, value);
-        }
-        response
+        exposition(&self.registry, accept)
     }
+}
+
+/// A registry's exposition: OpenMetrics when the client's `Accept` asks for it (as Prometheus does), else
+/// `text/plain; version=0.0.4`.
+fn exposition(registry: &Registry, accept: Option<&str>) -> Response {
+    if accept.is_some_and(|a| a.contains(OPENMETRICS_TYPE)) {
+        let mut response =
+            (StatusCode::OK, openmetrics::encode(&registry.gather())).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(OPENMETRICS_CONTENT_TYPE),
+        );
+        return response;
+    }
+    let mut body = Vec::new();
+    let encoder = TextEncoder::new();
+    if let Err(e) = encoder.encode(&registry.gather(), &mut body) {
+        return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
+    }
+    let mut response = (StatusCode::OK, body).into_response();
+    if let Ok(value) = HeaderValue::from_str(encoder.format_type()) {
+        response.headers_mut().insert(header::CONTENT_TYPE, value);
+    }
+    response
 }
 
 impl Default for Metrics {
@@ -851,174 +892,23 @@ impl Default for Metrics {
     }
 }
 
-/// The `/metrics` route of a server.
+/// The `/metrics` and `/metrics/slis` routes of a server.
 pub fn router(metrics: Arc<Metrics>) -> axum::Router {
-    axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move |headers: http::HeaderMap| {
-            let metrics = metrics.clone();
-            async move {
-                metrics.response(
-                    headers
-                        .get(header::ACCEPT)
-                        .and_then(|v| v.to_str().ok()),
-                )
-            }
-        }),
-    )
-}
-
-/// The OpenMetrics 1.0 text form of the registry (the `prometheus` crate writes only the older text format):
-/// counters' samples end in `_total` under a family name without it, and the exposition ends with `# EOF`.
-#[allow(deprecated)] // the `prometheus` crate's own encoder reads values the same way
-mod openmetrics {
-    use std::fmt::Write as _;
-
-    use prometheus::proto::{Metric, MetricFamily, MetricType};
-
-    fn escape(value: &str) -> String {
-        value
-            .replace('\\', "\\\\")
-            .replace('"', "\\\"")
-            .replace('\n', "\\n")
+    fn accept(headers: &http::HeaderMap) -> Option<&str> {
+        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok())
     }
-
-    fn number(value: f64) -> String {
-        if value.is_infinite() {
-            if value > 0.0 { "+Inf" } else { "-Inf" }.to_string()
-        } else if value.is_nan() {
-            "NaN".to_string()
-        } else {
-            value.to_string()
-        }
-    }
-
-    fn sample(
-        out: &mut String,
-        name: &str,
-        metric: &Metric,
-        extra: Option<(&str, &str)>,
-        value: f64,
-    ) {
-        let mut labels: Vec<String> = metric
-            .get_label()
-            .iter()
-            .map(|l| format!("{}=\"{}\"", l.name(), escape(l.value())))
-            .collect();
-        if let Some((k, v)) = extra {
-            labels.push(format!("{k}=\"{v}\""));
-        }
-        if labels.is_empty() {
-            let _ = writeln!(out, "{name} {}", number(value));
-        } else {
-            let _ = writeln!(out, "{name}{{{}}} {}", labels.join(","), number(value));
-        }
-    }
-
-    /// The exposition of `families`.
-    pub fn encode(families: &[MetricFamily]) -> String {
-        let mut out = String::new();
-        for family in families {
-            let kind = family.get_field_type();
-            let name = match kind {
-                MetricType::COUNTER => family
-                    .name()
-                    .strip_suffix("_total")
-                    .unwrap_or(family.name()),
-                _ => family.name(),
-            };
-            let type_name = match kind {
-                MetricType::COUNTER => "counter",
-                MetricType::GAUGE => "gauge",
-                MetricType::HISTOGRAM => "histogram",
-                MetricType::SUMMARY => "summary",
-                MetricType::UNTYPED => "unknown",
-            };
-            let _ = writeln!(out, "# TYPE {name} {type_name}");
-            if !family.help().is_empty() {
-                let _ = writeln!(out, "# HELP {name} {}", escape(family.help()));
-            }
-            for metric in family.get_metric() {
-                match kind {
-                    MetricType::COUNTER => sample(
-                        &mut out,
-                        &format!("{name}_total"),
-                        metric,
-                        None,
-                        metric.get_counter().get_value(),
-                    ),
-                    MetricType::GAUGE | MetricType::UNTYPED => {
-                        sample(&mut out, name, metric, None, metric.get_gauge().get_value())
-                    }
-                    MetricType::HISTOGRAM => {
-                        let histogram = metric.get_histogram();
-                        let mut infinite = false;
-                        for bucket in histogram.get_bucket() {
-                            infinite |= bucket.upper_bound().is_infinite();
-                            let le = number(bucket.upper_bound());
-                            sample(
-                                &mut out,
-                                &format!("{name}_bucket"),
-                                metric,
-                                Some(("le", &le)),
-                                bucket.cumulative_count() as f64,
-                            );
-                        }
-                        if !infinite {
-                            sample(
-                                &mut out,
-                                &format!("{name}_bucket"),
-                                metric,
-                                Some(("le", "+Inf")),
-                                histogram.get_sample_count() as f64,
-                            );
-                        }
-                        sample(
-                            &mut out,
-                            &format!("{name}_count"),
-                            metric,
-                            None,
-                            histogram.get_sample_count() as f64,
-                        );
-                        sample(
-                            &mut out,
-                            &format!("{name}_sum"),
-                            metric,
-                            None,
-                            histogram.get_sample_sum(),
-                        );
-                    }
-                    MetricType::SUMMARY => {
-                        let summary = metric.get_summary();
-                        for quantile in summary.get_quantile() {
-                            let q = number(quantile.quantile());
-                            sample(
-                                &mut out,
-                                name,
-                                metric,
-                                Some(("quantile", &q)),
-                                quantile.value(),
-                            );
-                        }
-                        sample(
-                            &mut out,
-                            &format!("{name}_count"),
-                            metric,
-                            None,
-                            summary.sample_count() as f64,
-                        );
-                        sample(
-                            &mut out,
-                            &format!("{name}_sum"),
-                            metric,
-                            None,
-                            summary.sample_sum(),
-                        );
-                    }
-                }
-            }
-        }
-        out.push_str("# EOF\n");
-        out
-    }
+    let slis = metrics.clone();
+    axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move |headers: http::HeaderMap| {
+                std::future::ready(metrics.response(accept(&headers)))
+            }),
+        )
+        .route(
+            "/metrics/slis",
+            axum::routing::get(move |headers: http::HeaderMap| {
+                std::future::ready(slis.health().response(accept(&headers)))
+            }),
+        )
 }
