@@ -297,6 +297,9 @@ pub struct BatchConfig {
 /// log), so a slow sink never holds up requests.
 pub struct Batched {
     name: &'static str,
+    max_size: usize,
+    /// Wakes the writer early when a whole batch is queued.
+    full: std::sync::Arc<tokio::sync::Notify>,
     queue: RwLock<Option<mpsc::Sender<Bytes>>>,
     task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -307,22 +310,27 @@ impl Batched {
         let (tx, mut rx) = mpsc::channel::<Bytes>(config.buffer_size.max(1));
         let name = sink.name();
         let max_size = config.max_size.max(1);
+        let full = std::sync::Arc::new(tokio::sync::Notify::new());
+        let woken = full.clone();
         let task = tokio::spawn(async move {
             let mut batch = Vec::with_capacity(max_size);
             loop {
                 let Some(first) = rx.recv().await else { break };
                 batch.push(first);
-                let deadline = tokio::time::Instant::now() + config.max_wait;
+                let filled = rx.len() + 1 >= max_size;
+                if max_size > 1 && !config.max_wait.is_zero() && !filled && !rx.is_closed() {
+                    // The batch fills while the writer sleeps: waiting on the queue instead would wake the writer
+                    // (a thread switch) for every event, which costs more than writing it.
+                    let deadline = tokio::time::Instant::now() + config.max_wait;
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(deadline) => {}
+                        _ = woken.notified() => {}
+                    }
+                }
                 while batch.len() < max_size {
                     match rx.try_recv() {
                         Ok(event) => batch.push(event),
-                        Err(mpsc::error::TryRecvError::Disconnected) => break,
-                        Err(mpsc::error::TryRecvError::Empty) => {
-                            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                                Ok(Some(event)) => batch.push(event),
-                                Ok(None) | Err(_) => break,
-                            }
-                        }
+                        Err(_) => break,
                     }
                 }
                 if let Err(e) = sink.write(&batch).await {
@@ -338,6 +346,8 @@ impl Batched {
         });
         Batched {
             name,
+            max_size,
+            full,
             queue: RwLock::new(Some(tx)),
             task: tokio::sync::Mutex::new(Some(task)),
         }
@@ -346,7 +356,13 @@ impl Batched {
     /// Queues an event; `false` when the queue is full or closed (the event is dropped).
     pub fn enqueue(&self, event: Bytes) -> bool {
         let queue = self.queue.read().unwrap_or_else(|p| p.into_inner());
-        let sent = queue.as_ref().is_some_and(|q| q.try_send(event).is_ok());
+        let sent = queue.as_ref().is_some_and(|q| {
+            let sent = q.try_send(event).is_ok();
+            if sent && self.max_size > 1 && q.max_capacity() - q.capacity() >= self.max_size {
+                self.full.notify_one();
+            }
+            sent
+        });
         if !sent {
             tracing::error!(
                 plugin = self.name,
@@ -360,6 +376,8 @@ impl Batched {
     /// Stops taking events and waits until every queued one has been written.
     pub async fn shutdown(&self) {
         drop(self.queue.write().unwrap_or_else(|p| p.into_inner()).take());
+        // A writer waiting for its batch to fill writes it now.
+        self.full.notify_one();
         if let Some(task) = self.task.lock().await.take() {
             let _ = task.await;
         }
@@ -369,6 +387,53 @@ impl Batched {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records the size of each batch written.
+    #[derive(Default)]
+    struct Batches(std::sync::Mutex<Vec<usize>>);
+
+    #[async_trait::async_trait]
+    impl Sink for Batches {
+        fn name(&self) -> &'static str {
+            "test"
+        }
+
+        async fn write(&self, events: &[Bytes]) -> Result<(), String> {
+            self.0.lock().unwrap().push(events.len());
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_batch_and_shutdown_do_not_wait_for_max_wait() {
+        let sink = std::sync::Arc::new(Batches::default());
+        let batched = Batched::start(
+            sink.clone(),
+            BatchConfig {
+                buffer_size: 100,
+                max_size: 3,
+                max_wait: Duration::from_secs(600),
+            },
+        );
+        for _ in 0..3 {
+            assert!(batched.enqueue(Bytes::from_static(b"{}\n")));
+        }
+        let waited = tokio::time::timeout(Duration::from_secs(60), async {
+            while sink.0.lock().unwrap().is_empty() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "a full batch is written at once");
+        assert_eq!(*sink.0.lock().unwrap(), vec![3]);
+        // One event waits for its batch to fill, until shutdown writes it.
+        assert!(batched.enqueue(Bytes::from_static(b"{}\n")));
+        tokio::time::timeout(Duration::from_secs(60), batched.shutdown())
+            .await
+            .expect("shutdown writes what is queued without waiting out max_wait");
+        assert_eq!(*sink.0.lock().unwrap(), vec![3, 1]);
+        assert!(!batched.enqueue(Bytes::from_static(b"{}\n")));
+    }
 
     #[test]
     fn the_log_rotates_and_keeps_max_backups() {
