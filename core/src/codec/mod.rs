@@ -42,6 +42,7 @@ pub use media::{
     DefaultRestrictions, EndpointRestrictions, MediaType, Negotiated, ResourceRestrictions,
     negotiate_input, negotiate_output, negotiate_output_stream, parse_accept, parse_content_type,
 };
+pub(crate) use protobuf::{ENVELOPE_TRAILER, write_envelope_header};
 pub use protobuf::{
     PROTOBUF_MAGIC, RawExtension, Unknown, UnknownTypeMeta, decode_protobuf, decode_protobuf_as,
     decode_unknown, encode_protobuf, encode_protobuf_into, encode_protobuf_raw, is_protobuf,

@@ -84,7 +84,7 @@ pub fn encode_protobuf_into<M: Message>(
     object
         .encode(buf)
         .map_err(|e| CodecError::Encode(e.to_string()))?;
-    buf.extend_from_slice(&[0x1a, 0x00, 0x22, 0x00]);
+    buf.extend_from_slice(&ENVELOPE_TRAILER);
     Ok(())
 }
 
@@ -93,13 +93,21 @@ pub fn encode_protobuf_raw(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8>
     let mut buf = Vec::new();
     write_envelope_header(&mut buf, api_version, kind, raw.len());
     buf.extend_from_slice(raw);
-    buf.extend_from_slice(&[0x1a, 0x00, 0x22, 0x00]);
+    buf.extend_from_slice(&ENVELOPE_TRAILER);
     buf
 }
 
 /// Writes magic, `typeMeta` and the `raw` tag and length; the caller writes `raw_len` bytes and
-/// then the two empty string fields.
-fn write_envelope_header(buf: &mut Vec<u8>, api_version: &str, kind: &str, raw_len: usize) {
+/// then the two empty string fields ([`ENVELOPE_TRAILER`]).
+/// The envelope's empty `contentEncoding` and `contentType` fields, after the object.
+pub(crate) const ENVELOPE_TRAILER: [u8; 4] = [0x1a, 0x00, 0x22, 0x00];
+
+pub(crate) fn write_envelope_header(
+    buf: &mut Vec<u8>,
+    api_version: &str,
+    kind: &str,
+    raw_len: usize,
+) {
     let tm_len = len_delimited_len(api_version.len()) + len_delimited_len(kind.len());
     let total = PROTOBUF_MAGIC.len() + len_delimited_len(tm_len) + len_delimited_len(raw_len) + 4;
     buf.reserve(total);

@@ -13,6 +13,7 @@ use axum::routing::any;
 use http::StatusCode;
 
 use super::context::Context;
+use super::encoded::EncodedObjects;
 use super::{create, delete, get, list, patch, update, watch};
 use crate::admission::Chain;
 use crate::audit::{AuditContext, AuditId};
@@ -65,6 +66,8 @@ pub(crate) struct Endpoint<T: Resource> {
     pub admission: Arc<Chain>,
     /// Watch event frames shared by the watchers of this resource.
     pub frames: Arc<super::watch::FrameCache>,
+    /// Encoded list items, shared by every resource of the API.
+    pub encoded: Arc<EncodedObjects>,
 }
 
 #[async_trait]
@@ -114,6 +117,7 @@ pub struct Api {
     resources: HashMap<(String, String), Arc<dyn ResourceEndpoint>>,
     order: Vec<(String, String)>,
     admission: Arc<Chain>,
+    encoded: Arc<EncodedObjects>,
 }
 
 impl Api {
@@ -123,6 +127,13 @@ impl Api {
             admission: Arc::new(admission),
             ..Api::default()
         }
+    }
+
+    /// Keeps at most `bytes` of encoded list items (default [`DEFAULT_ENCODED_OBJECT_BYTES`](super::DEFAULT_ENCODED_OBJECT_BYTES);
+    /// 0 keeps none). Call it before adding resources: they share the cache made here.
+    pub fn encoded_object_cache_bytes(mut self, bytes: usize) -> Self {
+        self.encoded = Arc::new(EncodedObjects::new(bytes));
+        self
     }
 
     /// Serves `T` through `store`, in every version its codec serves.
@@ -136,6 +147,7 @@ impl Api {
                 store: store.status(),
                 admission: self.admission.clone(),
                 frames: Arc::default(),
+                encoded: self.encoded.clone(),
             };
             self.resources.insert(
                 (T::GROUP.to_string(), format!("{}/status", T::PLURAL)),
@@ -157,6 +169,7 @@ impl Api {
             store,
             admission: self.admission.clone(),
             frames: Arc::default(),
+            encoded: self.encoded.clone(),
         };
         self.resources.insert(key, Arc::new(endpoint));
         self

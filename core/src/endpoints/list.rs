@@ -11,20 +11,63 @@ use super::output::{
 };
 use super::params::ListParams;
 use super::table::{IncludeObject, table};
+use crate::codec::MediaType;
 use crate::meta::PartialObjectMetadataList;
 use crate::registry::{ApiError, ListRequest, ObjectList, Store};
 use crate::runtime::Resource;
+use crate::storage::StoredObject;
 
 pub(super) async fn list<T: Resource>(endpoint: &Endpoint<T>, context: Context) -> Response {
     let result = async {
         let output = Output::negotiate(&context, false)?;
         let params = ListParams::parse(&context.params)?;
         let request = list_request::<T>(params, &context)?;
+        if let Some(media_type) = from_encoded_items(&output) {
+            let list = endpoint
+                .store
+                .list_stored(context.namespace(), &request)
+                .await?;
+            return render_encoded_list(endpoint, &context, media_type, &list);
+        }
         let list = endpoint.store.list(context.namespace(), &request).await?;
         render_list(endpoint, &context, output, StatusCode::OK, &list)
     }
     .await;
     finish(&context, result)
+}
+
+/// The media type of a list that can be put together from kept encoded items: plain JSON or protobuf objects.
+fn from_encoded_items(output: &Output) -> Option<MediaType> {
+    let plain = output.transform == Transform::None && !output.pretty;
+    match output.media_type {
+        MediaType::Json | MediaType::Protobuf if plain => Some(output.media_type),
+        _ => None,
+    }
+}
+
+/// A list in the request's version, each item encoded once per stored revision and form and kept
+/// ([`EncodedObjects`](super::encoded::EncodedObjects)): the bytes [`render_list`] makes, without decoding again.
+fn render_encoded_list<T: Resource>(
+    endpoint: &Endpoint<T>,
+    context: &Context,
+    media_type: MediaType,
+    list: &ObjectList<StoredObject>,
+) -> Result<Response, ApiError> {
+    let store = &endpoint.store;
+    let version = context.version();
+    let items = endpoint
+        .encoded
+        .list_items(&list.items, version, media_type, |stored| {
+            store
+                .codec()
+                .encode_list_item(&store.decode(stored)?, version, media_type)
+                .map_err(ApiError::internal)
+        })?;
+    let body = store
+        .codec()
+        .encode_list_of_items(&list.metadata, &items, version, media_type)
+        .map_err(ApiError::internal)?;
+    Ok(respond(StatusCode::OK, media_type, body))
 }
 
 /// The registry's view of list options; a name in the path (watch of one object) becomes a field selector.

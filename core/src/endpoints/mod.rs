@@ -9,6 +9,7 @@ mod api;
 mod context;
 mod create;
 mod delete;
+mod encoded;
 mod get;
 mod json_patch;
 mod list;
@@ -24,4 +25,5 @@ mod update;
 mod watch;
 
 pub use api::{Api, MAX_REQUEST_BODY_BYTES};
+pub use encoded::DEFAULT_ENCODED_OBJECT_BYTES;
 pub use request_info::{RequestInfo, RequestInfoFactory};

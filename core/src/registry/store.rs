@@ -1034,6 +1034,25 @@ impl<T: Resource> Store<T> {
         namespace: Option<&str>,
         request: &ListRequest,
     ) -> Result<ObjectList<T>, ApiError> {
+        let stored = self.list_stored(namespace, request).await?;
+        let items = stored
+            .items
+            .iter()
+            .map(|s| self.decode(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ObjectList {
+            metadata: stored.metadata,
+            items,
+        })
+    }
+
+    /// Like [`Store::list`], with the items as stored (decode each with [`Store::decode`]): for callers that keep
+    /// encoded forms of objects by key and revision.
+    pub async fn list_stored(
+        &self,
+        namespace: Option<&str>,
+        request: &ListRequest,
+    ) -> Result<ObjectList<StoredObject>, ApiError> {
         let key = self.list_key(namespace)?;
         let result = self
             .storage
@@ -1050,11 +1069,6 @@ impl<T: Resource> Store<T> {
             )
             .await
             .map_err(|e| ApiError::from_storage(e, &Self::resource(), ""))?;
-        let items = result
-            .items
-            .iter()
-            .map(|s| self.decode(s))
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(ObjectList {
             metadata: ListMeta {
                 resource_version: result.revision.to_string(),
@@ -1062,7 +1076,7 @@ impl<T: Resource> Store<T> {
                 remaining_item_count: result.remaining_item_count,
                 ..ListMeta::default()
             },
-            items,
+            items: result.items,
         })
     }
 

@@ -62,6 +62,8 @@ trait VersionCodec<H>: Send + Sync {
     ) -> Result<(H, Vec<String>), CodecError>;
     fn decode_protobuf(&self, raw: &[u8]) -> Result<H, CodecError>;
     fn encode(&self, object: &H, format: MediaType) -> Result<Vec<u8>, CodecError>;
+    /// An object as it is written among a list's items (JSON or protobuf).
+    fn encode_item(&self, object: &H, format: MediaType) -> Result<Vec<u8>, CodecError>;
     fn encode_list(
         &self,
         meta: &ListMeta,
@@ -106,6 +108,19 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
     fn encode(&self, object: &V::Hub, format: MediaType) -> Result<Vec<u8>, CodecError> {
         let wire = V::from_hub(object);
         encode_as(&V::api_version(), <V::Hub as Resource>::KIND, &wire, format)
+    }
+
+    fn encode_item(&self, object: &V::Hub, format: MediaType) -> Result<Vec<u8>, CodecError> {
+        let wire = V::from_hub(object);
+        match format {
+            MediaType::Json => {
+                serde_json::to_vec(&wire).map_err(|e| CodecError::Encode(e.to_string()))
+            }
+            MediaType::Protobuf => Ok(wire.encode_to_vec()),
+            MediaType::Yaml => Err(CodecError::Encode(
+                "a YAML list is not made of encoded items".into(),
+            )),
+        }
     }
 
     fn encode_list(
@@ -401,6 +416,50 @@ impl<H: Resource> ResourceCodec<H> {
                 version: version.to_string(),
             })?;
         Ok(codec.encode_list(meta, items, format)?)
+    }
+
+    /// A hub object as `version` writes it among a list's items, in JSON or protobuf: the pieces
+    /// [`ResourceCodec::encode_list_of_items`] puts together.
+    pub fn encode_list_item(
+        &self,
+        object: &H,
+        version: &str,
+        format: MediaType,
+    ) -> Result<Vec<u8>, EncodeError> {
+        let codec = self
+            .find(version)
+            .ok_or_else(|| Self::unknown_encode_version(version))?;
+        Ok(codec.encode_item(object, format)?)
+    }
+
+    /// A `<Kind>List` of `version` from items encoded by [`ResourceCodec::encode_list_item`]: the same bytes as
+    /// [`ResourceCodec::encode_list`] of the objects.
+    pub fn encode_list_of_items(
+        &self,
+        meta: &ListMeta,
+        items: &[bytes::Bytes],
+        version: &str,
+        format: MediaType,
+    ) -> Result<Vec<u8>, EncodeError> {
+        if !self.serves(version) {
+            return Err(Self::unknown_encode_version(version));
+        }
+        let kind = format!("{}List", H::KIND);
+        let api_version = H::group_version(version).api_version();
+        Ok(super::list::encode_encoded_items(
+            &api_version,
+            &kind,
+            meta,
+            items,
+            format,
+        )?)
+    }
+
+    fn unknown_encode_version(version: &str) -> EncodeError {
+        EncodeError::UnknownVersion {
+            kind: H::KIND.to_string(),
+            version: version.to_string(),
+        }
     }
 
     /// Encodes an object the way it is kept in storage: the storage version, in `format`.

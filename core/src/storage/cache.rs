@@ -172,8 +172,25 @@ impl State {
     }
 }
 
+/// A read of the backend's current revision, shared by every consistent read that arrived before it was sent.
+type Probe =
+    futures::future::Shared<futures::future::BoxFuture<'static, Result<u64, StorageError>>>;
+
+/// Consistent reads coalesced: while one revision read is in flight, readers that arrive join the next one, which is
+/// sent when the first returns. A read sent after a reader arrived sees every write acknowledged before that, so each
+/// reader still reads its own writes, and a burst of reads costs the backend two round trips, not one per read.
+#[derive(Default)]
+struct Probes {
+    /// The next read, not sent yet: new readers join it.
+    pending: Option<(u64, Probe)>,
+    /// The read in flight, which the pending one waits for.
+    running: Option<Probe>,
+    next_id: u64,
+}
+
 struct Shared {
     inner: Arc<dyn Storage>,
+    probes: Mutex<Probes>,
     range: KeyRange,
     config: CacheConfig,
     state: Mutex<State>,
@@ -186,6 +203,46 @@ impl Shared {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The backend's current revision, read after this call began; concurrent callers share reads ([`Probes`]).
+    async fn current_revision(self: &Arc<Self>) -> Result<u64, StorageError> {
+        use futures::FutureExt;
+        let probe = {
+            let mut probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
+            match &probes.pending {
+                Some((_, probe)) => probe.clone(),
+                None => {
+                    let id = probes.next_id;
+                    probes.next_id += 1;
+                    let previous = probes.running.clone();
+                    // Weak: a kept probe must not keep the cache alive.
+                    let shared = Arc::downgrade(self);
+                    let probe = async move {
+                        if let Some(previous) = previous {
+                            let _ = previous.await;
+                        }
+                        let Some(shared) = shared.upgrade() else {
+                            return Err(StorageError::Internal("the watch cache is gone".into()));
+                        };
+                        // Sent now: later readers must wait for the next read.
+                        {
+                            let mut probes =
+                                shared.probes.lock().unwrap_or_else(|p| p.into_inner());
+                            if probes.pending.as_ref().is_some_and(|(p, _)| *p == id) {
+                                probes.running = probes.pending.take().map(|(_, probe)| probe);
+                            }
+                        }
+                        shared.inner.current_revision().await
+                    }
+                    .boxed()
+                    .shared();
+                    probes.pending = Some((id, probe.clone()));
+                    probe
+                }
+            }
+        };
+        probe.await
     }
 
     /// Records what the cache did, when it reports anywhere.
@@ -229,6 +286,7 @@ impl WatchCache {
             range,
             config,
             state: Mutex::new(State::default()),
+            probes: Mutex::default(),
             revision,
         });
         let feed = tokio::spawn(feed(shared.clone()));
@@ -659,12 +717,15 @@ impl Storage for WatchCache {
     }
 
     async fn get(&self, key: &str, opts: &GetOptions) -> Result<StoredObject, StorageError> {
-        // Without a resourceVersion (or 0) a read must see every acknowledged write: the backend answers.
-        let Some(revision) = opts
-            .resource_version
-            .filter(|rv| *rv > 0 && self.covers(key))
-        else {
+        if !self.covers(key) {
             return self.shared.inner.get(key, opts).await;
+        }
+        // Without a resourceVersion (or 0) a read must see every acknowledged write: memory answers once it has
+        // caught up with the backend's current revision, which only a backend with reliable progress can prove.
+        let revision = match opts.resource_version.filter(|rv| *rv > 0) {
+            Some(revision) => revision,
+            None if self.shared.inner.reliable_progress() => self.shared.current_revision().await?,
+            None => return self.shared.inner.get(key, opts).await,
         };
         if !self.wait_fresh(revision).await {
             return self.shared.inner.get(key, opts).await;
@@ -697,7 +758,7 @@ impl Storage for WatchCache {
         // "not older than" bound (which may be ahead of the backend: then the backend answers 504). Without
         // reliable progress memory cannot prove it caught up: consistent lists go to the backend.
         let wanted = if self.shared.inner.reliable_progress() {
-            let current = self.shared.inner.current_revision().await?;
+            let current = self.shared.current_revision().await?;
             plan.min_revision.unwrap_or(0).max(current)
         } else if opts.resource_version.is_none() {
             return self.shared.inner.list(key, opts).await;
@@ -759,7 +820,7 @@ impl Storage for WatchCache {
         // without reliable progress memory cannot prove it caught up: the backend serves the watch.
         let reliable = self.shared.inner.reliable_progress();
         let wanted = match rv {
-            0 if reliable => self.shared.inner.current_revision().await?,
+            0 if reliable => self.shared.current_revision().await?,
             0 => return self.shared.inner.watch(key, opts).await,
             n => n,
         };
@@ -787,7 +848,7 @@ impl Storage for WatchCache {
     }
 
     async fn current_revision(&self) -> Result<u64, StorageError> {
-        self.shared.inner.current_revision().await
+        self.shared.current_revision().await
     }
 
     async fn compact(&self, revision: u64) -> Result<(), StorageError> {
@@ -829,7 +890,7 @@ impl Storage for WatchCache {
         // Watches the cache handed to the backend get their progress from it.
         self.shared.inner.request_watch_progress().await?;
         if self.shared.inner.reliable_progress() {
-            let current = self.shared.inner.current_revision().await?;
+            let current = self.shared.current_revision().await?;
             self.wait_fresh(current).await;
         }
         let mut st = self.shared.lock();
@@ -854,6 +915,124 @@ mod tests {
             },
         )
         .unwrap()
+    }
+
+    /// A backend whose revision reads are slow and counted.
+    struct SlowRevisions {
+        inner: MemoryStorage,
+        reads: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Storage for SlowRevisions {
+        async fn create(&self, key: &str, value: Bytes) -> Result<StoredObject, StorageError> {
+            self.inner.create(key, value).await
+        }
+        async fn get(&self, key: &str, opts: &GetOptions) -> Result<StoredObject, StorageError> {
+            self.inner.get(key, opts).await
+        }
+        async fn list(&self, key: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
+            self.inner.list(key, opts).await
+        }
+        async fn guaranteed_update(
+            &self,
+            key: &str,
+            ignore_not_found: bool,
+            preconditions: Option<&Preconditions>,
+            try_update: &mut dyn TryUpdate,
+            cached_existing: Option<StoredObject>,
+        ) -> Result<StoredObject, StorageError> {
+            let inner = &self.inner;
+            inner
+                .guaranteed_update(
+                    key,
+                    ignore_not_found,
+                    preconditions,
+                    try_update,
+                    cached_existing,
+                )
+                .await
+        }
+        async fn delete(
+            &self,
+            key: &str,
+            preconditions: Option<&Preconditions>,
+            validate_deletion: &mut dyn ValidateDeletion,
+            cached_existing: Option<StoredObject>,
+        ) -> Result<StoredObject, StorageError> {
+            let inner = &self.inner;
+            inner
+                .delete(key, preconditions, validate_deletion, cached_existing)
+                .await
+        }
+        async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream, StorageError> {
+            self.inner.watch(key, opts).await
+        }
+        async fn current_revision(&self) -> Result<u64, StorageError> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            self.inner.current_revision().await
+        }
+        async fn compact(&self, revision: u64) -> Result<(), StorageError> {
+            self.inner.compact(revision).await
+        }
+        async fn compact_revision(&self) -> Result<u64, StorageError> {
+            self.inner.compact_revision().await
+        }
+        async fn stats(&self, prefix: &str) -> Result<Stats, StorageError> {
+            self.inner.stats(prefix).await
+        }
+        async fn readiness(&self) -> Result<(), StorageError> {
+            self.inner.readiness().await
+        }
+        async fn request_watch_progress(&self) -> Result<(), StorageError> {
+            self.inner.request_watch_progress().await
+        }
+    }
+
+    #[tokio::test]
+    async fn concurrent_consistent_reads_share_revision_reads() {
+        let backend = Arc::new(SlowRevisions {
+            inner: MemoryStorage::new(),
+            reads: AtomicUsize::new(0),
+        });
+        let cache = Arc::new(cache(backend.clone()));
+        cache
+            .create("/r/a", Bytes::from_static(b"1"))
+            .await
+            .unwrap();
+        let reads_before = backend.reads.load(Ordering::SeqCst);
+        let gets = (0..32).map(|_| {
+            let cache = cache.clone();
+            tokio::spawn(async move { cache.get("/r/a", &GetOptions::default()).await })
+        });
+        for get in futures::future::join_all(gets).await {
+            assert_eq!(&get.unwrap().unwrap().value[..], b"1");
+        }
+        let reads = backend.reads.load(Ordering::SeqCst) - reads_before;
+        assert!(
+            (1..=2).contains(&reads),
+            "{reads} revision reads for 32 reads"
+        );
+        // A write made after a read returned is seen by the next read, from memory.
+        cache
+            .guaranteed_update(
+                "/r/a",
+                false,
+                None,
+                &mut |_: Option<StoredObject>| async { Ok(Bytes::from_static(b"2")) },
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            &cache
+                .get("/r/a", &GetOptions::default())
+                .await
+                .unwrap()
+                .value[..],
+            b"2"
+        );
     }
 
     async fn next(w: &mut WatchStream) -> WatchEvent {

@@ -15,7 +15,7 @@ use apiserver::cluster::{CoreApiOptions, CoreCluster};
 use apiserver::codec::MediaType;
 use apiserver::controller::is_enabled;
 use apiserver::discovery::Discovery;
-use apiserver::endpoints::Api;
+use apiserver::endpoints::{Api, DEFAULT_ENCODED_OBJECT_BYTES};
 use apiserver::logging::LoggingOptions;
 use apiserver::metrics::Metrics;
 use apiserver::openapi::OpenApi;
@@ -106,6 +106,11 @@ pub struct Options {
     /// status.cost from its toppings), oven (an oven line's status from its spec).
     #[arg(long = "controllers", value_delimiter = ',', default_value = "*")]
     pub controllers: Vec<String>,
+
+    /// Bytes of objects kept encoded as lists serve them (per stored revision, version and media type), so that a
+    /// LIST encodes each object once; 0 encodes every item on every request.
+    #[arg(long = "encoded-object-cache-bytes", default_value_t = DEFAULT_ENCODED_OBJECT_BYTES)]
+    pub encoded_object_cache_bytes: usize,
 }
 
 /// Starting the server failed.
@@ -266,6 +271,7 @@ pub async fn start(options: Options) -> Result<PizzaServer, StartError> {
         .with_metrics(metrics.clone());
 
     let api = Api::new(admission)
+        .encoded_object_cache_bytes(options.encoded_object_cache_bytes)
         .resource(pizzas.clone())
         .resource(toppings.clone())
         .resource(ovens.clone());
