@@ -720,6 +720,8 @@ impl Storage for WatchCache {
         if !self.covers(key) {
             return self.shared.inner.get(key, opts).await;
         }
+        // Memory answers only for keys the backend would accept.
+        super::validate_key(key)?;
         // Without a resourceVersion (or 0) a read must see every acknowledged write: memory answers once it has
         // caught up with the backend's current revision, which only a backend with reliable progress can prove.
         let revision = match opts.resource_version.filter(|rv| *rv > 0) {
