@@ -68,13 +68,17 @@ impl LogSink {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
         let file = open_append(path)?;
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let metadata = file
+            .metadata()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        // Only a regular file rotates: renaming `/dev/null` or a pipe away would put a plain file in its place.
+        let rotates = rotation.max_size_mb > 0 && metadata.is_file();
         Ok(LogSink {
             out: RwLock::new(LogOutput::File(RotatingFile {
                 path: path.to_path_buf(),
                 file,
-                size: AtomicU64::new(size),
-                rotation: (rotation.max_size_mb > 0).then_some(rotation),
+                size: AtomicU64::new(metadata.len()),
+                rotation: rotates.then_some(rotation),
             })),
         })
     }
@@ -433,6 +437,36 @@ mod tests {
             .expect("shutdown writes what is queued without waiting out max_wait");
         assert_eq!(*sink.0.lock().unwrap(), vec![3, 1]);
         assert!(!batched.enqueue(Bytes::from_static(b"{}\n")));
+    }
+
+    /// Found by the bench: an audit log at `/dev/null` renamed the device away once it "grew" past maxsize.
+    #[cfg(unix)]
+    #[test]
+    fn a_log_that_is_not_a_regular_file_never_rotates() {
+        let dir = tempfile::tempdir().unwrap();
+        // A link to the device: if it rotated, the link (not the device) would be renamed.
+        let path = dir.path().join("audit.log");
+        std::os::unix::fs::symlink("/dev/null", &path).unwrap();
+        let sink = LogSink::open(
+            &path,
+            Rotation {
+                max_size_mb: 1,
+                ..Rotation::default()
+            },
+        )
+        .unwrap();
+        let line = Bytes::from(vec![b'x'; 600 * 1024]);
+        for _ in 0..4 {
+            sink.write_now(std::slice::from_ref(&line)).unwrap();
+        }
+        let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(entries.len(), 1, "nothing rotated");
+        assert!(
+            std::fs::symlink_metadata(&path)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Objects kept encoded, per stored revision and served form (version × media type), so that a LIST encodes each
-//! object once rather than on every request: decoding stored bytes, converting and encoding cost ~10 µs per item,
+//! Objects kept encoded, per stored revision and served form (version × media type × whole object or list item), so
+//! that a GET or LIST encodes each object once rather than on every request: decoding stored bytes, converting and encoding cost ~10 µs per item,
 //! copying the kept bytes a fraction of that. A stored key and revision name one exact stored value, so entries never
 //! go stale; the least recently used leave when the byte budget is spent.
 
@@ -18,12 +18,20 @@ pub const DEFAULT_ENCODED_OBJECT_BYTES: usize = 64 * 1024 * 1024;
 /// What an entry costs beyond its bytes (key, map slot, list links).
 const ENTRY_OVERHEAD: usize = 96;
 
+/// Whether an encoding is a whole object (a GET's body) or an item of a list (without `kind`, or the envelope).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Form {
+    Object,
+    ListItem,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct FormKey {
     key: String,
     revision: u64,
     version: String,
     media_type: MediaType,
+    form: Form,
 }
 
 impl FormKey {
@@ -37,7 +45,7 @@ struct Entries {
     bytes: usize,
 }
 
-/// Encoded list items shared by every resource of an API, within a byte budget.
+/// Encoded objects shared by every resource of an API, within a byte budget.
 pub(crate) struct EncodedObjects {
     budget: usize,
     entries: Mutex<Entries>,
@@ -65,13 +73,14 @@ impl EncodedObjects {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The list items `items` as `version` in `media_type`, from what is kept, and from `encode` for the rest
-    /// (which are then kept).
-    pub fn list_items(
+    /// `items` in `form` as `version` in `media_type`, from what is kept, and from `encode` for the rest (which
+    /// are then kept).
+    pub fn encoded(
         &self,
         items: &[StoredObject],
         version: &str,
         media_type: MediaType,
+        form: Form,
         mut encode: impl FnMut(&StoredObject) -> Result<Vec<u8>, ApiError>,
     ) -> Result<Vec<Bytes>, ApiError> {
         let key = |stored: &StoredObject| FormKey {
@@ -79,6 +88,7 @@ impl EncodedObjects {
             revision: stored.revision,
             version: version.to_string(),
             media_type,
+            form,
         };
         let mut found: Vec<Option<Bytes>> = if self.budget == 0 {
             vec![None; items.len()]
@@ -150,31 +160,54 @@ mod tests {
         };
         let items = [stored("/r/a/1", 1), stored("/r/a/2", 2)];
         let first = cache
-            .list_items(&items, "v1beta1", MediaType::Json, &mut encode)
+            .encoded(
+                &items,
+                "v1beta1",
+                MediaType::Json,
+                Form::ListItem,
+                &mut encode,
+            )
             .unwrap();
         let again = cache
-            .list_items(&items, "v1beta1", MediaType::Json, &mut encode)
+            .encoded(
+                &items,
+                "v1beta1",
+                MediaType::Json,
+                Form::ListItem,
+                &mut encode,
+            )
             .unwrap();
         assert_eq!(first, again);
         assert_eq!(encoded.get(), 2, "the second list reuses both");
         // Another form, and a new revision, are encoded anew; the budget holds two entries.
         cache
-            .list_items(&items[..1], "v1alpha1", MediaType::Json, &mut encode)
+            .encoded(
+                &items[..1],
+                "v1alpha1",
+                MediaType::Json,
+                Form::ListItem,
+                &mut encode,
+            )
             .unwrap();
         cache
-            .list_items(
+            .encoded(
                 &[stored("/r/a/1", 3)],
                 "v1beta1",
                 MediaType::Json,
+                Form::ListItem,
                 &mut encode,
             )
             .unwrap();
         assert_eq!(encoded.get(), 4);
         assert!(cache.kept() <= 2 * (100 + ENTRY_OVERHEAD + 8 + 7));
         // An error from the encoder is the list's error.
-        let failed = cache.list_items(&[stored("/r/a/9", 9)], "v1", MediaType::Json, |_| {
-            Err(ApiError::internal("broken"))
-        });
+        let failed = cache.encoded(
+            &[stored("/r/a/9", 9)],
+            "v1",
+            MediaType::Json,
+            Form::Object,
+            |_| Err(ApiError::internal("broken")),
+        );
         assert!(failed.is_err());
     }
 }

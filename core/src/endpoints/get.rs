@@ -5,9 +5,11 @@ use http::StatusCode;
 
 use super::api::Endpoint;
 use super::context::Context;
+use super::encoded::Form;
+use super::list::from_encoded_items;
 use super::output::{
     Output, Transform, encode_document, encode_json_document, finish, partial_metadata, prettify,
-    respond,
+    respond, respond_bytes,
 };
 use super::table::{IncludeObject, table};
 use crate::meta::ListMeta;
@@ -18,6 +20,29 @@ pub(super) async fn get<T: Resource>(endpoint: &Endpoint<T>, context: Context) -
     let result = async {
         let output = Output::negotiate(&context, false)?;
         let resource_version = context.params.resource_version()?;
+        if let Some(media_type) = from_encoded_items(&output) {
+            let stored = endpoint
+                .store
+                .get_stored(context.namespace(), context.name(), resource_version)
+                .await?;
+            let _span = crate::telemetry::step_span("SerializeObject").entered();
+            let store = &endpoint.store;
+            let version = context.version();
+            let body = endpoint.encoded.encoded(
+                std::slice::from_ref(&stored),
+                version,
+                media_type,
+                Form::Object,
+                |stored| {
+                    store
+                        .codec()
+                        .encode(&store.decode(stored)?, version, media_type)
+                        .map_err(ApiError::internal)
+                },
+            )?;
+            let body = body.into_iter().next().unwrap_or_default();
+            return Ok(respond_bytes(StatusCode::OK, media_type, body));
+        }
         let object = endpoint
             .store
             .get(context.namespace(), context.name(), resource_version)

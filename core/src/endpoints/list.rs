@@ -5,6 +5,7 @@ use http::StatusCode;
 
 use super::api::Endpoint;
 use super::context::Context;
+use super::encoded::Form;
 use super::output::{
     Output, Transform, encode_document, encode_json_document, finish, partial_metadata, prettify,
     respond,
@@ -36,8 +37,8 @@ pub(super) async fn list<T: Resource>(endpoint: &Endpoint<T>, context: Context) 
     finish(&context, result)
 }
 
-/// The media type of a list that can be put together from kept encoded items: plain JSON or protobuf objects.
-fn from_encoded_items(output: &Output) -> Option<MediaType> {
+/// The media type of an answer that can be made of kept encoded objects: plain JSON or protobuf objects.
+pub(super) fn from_encoded_items(output: &Output) -> Option<MediaType> {
     let plain = output.transform == Transform::None && !output.pretty;
     match output.media_type {
         MediaType::Json | MediaType::Protobuf if plain => Some(output.media_type),
@@ -55,14 +56,15 @@ fn render_encoded_list<T: Resource>(
 ) -> Result<Response, ApiError> {
     let store = &endpoint.store;
     let version = context.version();
-    let items = endpoint
-        .encoded
-        .list_items(&list.items, version, media_type, |stored| {
-            store
-                .codec()
-                .encode_list_item(&store.decode(stored)?, version, media_type)
-                .map_err(ApiError::internal)
-        })?;
+    let items =
+        endpoint
+            .encoded
+            .encoded(&list.items, version, media_type, Form::ListItem, |stored| {
+                store
+                    .codec()
+                    .encode_list_item(&store.decode(stored)?, version, media_type)
+                    .map_err(ApiError::internal)
+            })?;
     let body = store
         .codec()
         .encode_list_of_items(&list.metadata, &items, version, media_type)

@@ -91,6 +91,15 @@ impl Output {
 
 /// A response body with its content type.
 pub(crate) fn respond(code: StatusCode, media_type: MediaType, body: Vec<u8>) -> Response {
+    respond_bytes(code, media_type, body.into())
+}
+
+/// A response body kept as bytes (shared, not copied) with its content type.
+pub(crate) fn respond_bytes(
+    code: StatusCode,
+    media_type: MediaType,
+    body: bytes::Bytes,
+) -> Response {
     let mut response = (code, body).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

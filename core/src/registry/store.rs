@@ -484,13 +484,22 @@ impl<T: Resource> Store<T> {
         name: &str,
         resource_version: Option<u64>,
     ) -> Result<T, ApiError> {
+        let stored = self.get_stored(namespace, name, resource_version).await?;
+        self.decode(&stored)
+    }
+
+    /// Like [`Store::get`], as stored (decode with [`Store::decode`]).
+    pub async fn get_stored(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        resource_version: Option<u64>,
+    ) -> Result<StoredObject, ApiError> {
         let key = self.key(namespace, name)?;
-        let stored = self
-            .storage
+        self.storage
             .get(&key, &storage::GetOptions { resource_version })
             .await
-            .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
-        self.decode(&stored)
+            .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))
     }
 
     /// Updates (or, where allowed, creates) an object with optimistic concurrency (upstream `Store.Update`).
