@@ -58,6 +58,10 @@ struct Cli {
     /// Requests of the GET phase (overrides the size preset).
     #[arg(long)]
     gets: Option<usize>,
+    /// Requests of each LIST phase (overrides the size preset); the first few encode every item, later ones show
+    /// the steady state.
+    #[arg(long)]
+    lists: Option<usize>,
     /// Authentication of the load: the static admin token, delegated to a core cluster, or both.
     #[arg(long, value_enum, default_value_t = AuthChoice::Static)]
     auth: AuthChoice,
@@ -83,6 +87,9 @@ async fn main() -> ExitCode {
     }
     if let Some(c) = cli.concurrency {
         sizes.concurrency = c;
+    }
+    if let Some(n) = cli.lists {
+        sizes.lists = n;
     }
     if let Some(n) = cli.gets {
         sizes.gets = n;
