@@ -6,7 +6,6 @@ use http::StatusCode;
 use super::api::Endpoint;
 use super::context::Context;
 use super::encoded::Form;
-use super::list::from_encoded_items;
 use super::output::{
     Output, Transform, encode_document, encode_json_document, finish, partial_metadata, prettify,
     respond, respond_bytes,
@@ -20,7 +19,7 @@ pub(super) async fn get<T: Resource>(endpoint: &Endpoint<T>, context: Context) -
     let result = async {
         let output = Output::negotiate(&context, false)?;
         let resource_version = context.params.resource_version()?;
-        if let Some(media_type) = from_encoded_items(&output) {
+        if let Some(media_type) = output.encoded_media_type() {
             let stored = endpoint
                 .store
                 .get_stored(context.namespace(), context.name(), resource_version)

@@ -23,7 +23,7 @@ pub(super) async fn list<T: Resource>(endpoint: &Endpoint<T>, context: Context) 
         let output = Output::negotiate(&context, false)?;
         let params = ListParams::parse(&context.params)?;
         let request = list_request::<T>(params, &context)?;
-        if let Some(media_type) = from_encoded_items(&output) {
+        if let Some(media_type) = output.encoded_media_type() {
             let list = endpoint
                 .store
                 .list_stored(context.namespace(), &request)
@@ -35,15 +35,6 @@ pub(super) async fn list<T: Resource>(endpoint: &Endpoint<T>, context: Context) 
     }
     .await;
     finish(&context, result)
-}
-
-/// The media type of an answer that can be made of kept encoded objects: plain JSON or protobuf objects.
-pub(super) fn from_encoded_items(output: &Output) -> Option<MediaType> {
-    let plain = output.transform == Transform::None && !output.pretty;
-    match output.media_type {
-        MediaType::Json | MediaType::Protobuf if plain => Some(output.media_type),
-        _ => None,
-    }
 }
 
 /// A list in the request's version, each item encoded once per stored revision and form and kept

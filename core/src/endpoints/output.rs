@@ -74,6 +74,16 @@ impl Output {
         Self::negotiate(context, false).unwrap_or(Self::JSON)
     }
 
+    /// The media type of an answer made of kept encoded objects ([`EncodedObjects`](super::encoded::EncodedObjects)):
+    /// plain JSON or protobuf objects, not transformed or indented.
+    pub fn encoded_media_type(&self) -> Option<MediaType> {
+        let plain = self.transform == Transform::None && !self.pretty;
+        match self.media_type {
+            MediaType::Json | MediaType::Protobuf if plain => Some(self.media_type),
+            _ => None,
+        }
+    }
+
     /// Refuses a transform that does not fit the shape of the answer (upstream's 406 texts).
     pub fn check_transform(&self, is_list: bool, type_name: &str) -> Result<(), ApiError> {
         let refuse = |message: String| Err(ApiError::new(406, "NotAcceptable", message));

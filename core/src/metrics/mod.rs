@@ -348,6 +348,14 @@ fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     IntCounterVec::new(Opts::new(name, help), labels).expect("a valid counter")
 }
 
+/// One attempt counted and timed under its result.
+fn attempt(attempts: &IntCounterVec, durations: &HistogramVec, result: &str, elapsed: Duration) {
+    attempts.with_label_values(&[result]).inc();
+    durations
+        .with_label_values(&[result])
+        .observe(elapsed.as_secs_f64());
+}
+
 fn histogram(name: &str, help: &str, buckets: &[f64], labels: &[&str]) -> HistogramVec {
     HistogramVec::new(
         HistogramOpts::new(name, help).buckets(buckets.to_vec()),
@@ -742,22 +750,22 @@ impl Metrics {
 
     /// An authentication: `success`, `failure` (no or bad credentials) or `error`.
     pub fn authenticated(&self, result: &str, elapsed: Duration) {
-        self.authentication_attempts
-            .with_label_values(&[result])
-            .inc();
-        self.authentication_durations
-            .with_label_values(&[result])
-            .observe(elapsed.as_secs_f64());
+        attempt(
+            &self.authentication_attempts,
+            &self.authentication_durations,
+            result,
+            elapsed,
+        );
     }
 
     /// An authorization: `allowed`, `denied`, `no-opinion` or `error`.
     pub fn authorized(&self, result: &str, elapsed: Duration) {
-        self.authorization_attempts
-            .with_label_values(&[result])
-            .inc();
-        self.authorization_durations
-            .with_label_values(&[result])
-            .observe(elapsed.as_secs_f64());
+        attempt(
+            &self.authorization_attempts,
+            &self.authorization_durations,
+            result,
+            elapsed,
+        );
     }
 
     /// A request the server cut short, by its labels.

@@ -364,13 +364,7 @@ impl<H: Resource> ResourceCodec<H> {
         version: &str,
         format: MediaType,
     ) -> Result<Vec<u8>, EncodeError> {
-        let codec = self
-            .find(version)
-            .ok_or_else(|| EncodeError::UnknownVersion {
-                kind: H::KIND.to_string(),
-                version: version.to_string(),
-            })?;
-        Ok(codec.encode(object, format)?)
+        Ok(self.encoding(version)?.encode(object, format)?)
     }
 
     /// A hub object as `version` shows it in JSON, as a value to work on (patches, field management, scale).
@@ -409,13 +403,7 @@ impl<H: Resource> ResourceCodec<H> {
         version: &str,
         format: MediaType,
     ) -> Result<Vec<u8>, EncodeError> {
-        let codec = self
-            .find(version)
-            .ok_or_else(|| EncodeError::UnknownVersion {
-                kind: H::KIND.to_string(),
-                version: version.to_string(),
-            })?;
-        Ok(codec.encode_list(meta, items, format)?)
+        Ok(self.encoding(version)?.encode_list(meta, items, format)?)
     }
 
     /// A hub object as `version` writes it among a list's items, in JSON or protobuf: the pieces
@@ -426,10 +414,7 @@ impl<H: Resource> ResourceCodec<H> {
         version: &str,
         format: MediaType,
     ) -> Result<Vec<u8>, EncodeError> {
-        let codec = self
-            .find(version)
-            .ok_or_else(|| Self::unknown_encode_version(version))?;
-        Ok(codec.encode_item(object, format)?)
+        Ok(self.encoding(version)?.encode_item(object, format)?)
     }
 
     /// A `<Kind>List` of `version` from items encoded by [`ResourceCodec::encode_list_item`]: the same bytes as
@@ -441,9 +426,7 @@ impl<H: Resource> ResourceCodec<H> {
         version: &str,
         format: MediaType,
     ) -> Result<Vec<u8>, EncodeError> {
-        if !self.serves(version) {
-            return Err(Self::unknown_encode_version(version));
-        }
+        self.encoding(version)?;
         let kind = format!("{}List", H::KIND);
         let api_version = H::group_version(version).api_version();
         Ok(super::list::encode_encoded_items(
@@ -455,11 +438,13 @@ impl<H: Resource> ResourceCodec<H> {
         )?)
     }
 
-    fn unknown_encode_version(version: &str) -> EncodeError {
-        EncodeError::UnknownVersion {
-            kind: H::KIND.to_string(),
-            version: version.to_string(),
-        }
+    /// The codec of a version objects are encoded in.
+    fn encoding(&self, version: &str) -> Result<&Arc<dyn VersionCodec<H>>, EncodeError> {
+        self.find(version)
+            .ok_or_else(|| EncodeError::UnknownVersion {
+                kind: H::KIND.to_string(),
+                version: version.to_string(),
+            })
     }
 
     /// Encodes an object the way it is kept in storage: the storage version, in `format`.
