@@ -5,6 +5,7 @@
 //! `storage` (the backend contract, memory backend, watch cache).
 
 pub mod admission;
+pub mod app;
 pub mod audit;
 pub mod auth;
 pub mod cluster;

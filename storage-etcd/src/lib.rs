@@ -23,8 +23,8 @@ mod watch;
 pub use compact::{COMPACT_REV_KEY, Compactor};
 pub use error::ConnectError;
 pub use options::{
-    DEFAULT_COMPACTION_INTERVAL, DEFAULT_ETCD_PREFIX, EtcdConfig, EtcdOptions, StorageMediaType,
-    TlsFiles, parse_go_duration,
+    DEFAULT_COMPACTION_INTERVAL, DEFAULT_ETCD_PREFIX, EtcdConfig, EtcdOptions, TlsFiles,
+    parse_go_duration,
 };
 pub use store::EtcdStorage;
 

@@ -12,38 +12,12 @@ pub const DEFAULT_COMPACTION_INTERVAL: Duration = Duration::from_secs(5 * 60);
 /// The prefix upstream uses when a server sets none (`--etcd-prefix` default of kube-apiserver).
 pub const DEFAULT_ETCD_PREFIX: &str = "/registry";
 
-/// How objects are encoded in etcd (`--storage-media-type`). Storage itself treats values as opaque bytes; the
-/// layer that encodes them reads this.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum StorageMediaType {
-    /// `application/json`: what the Go pizza-apiserver writes, readable by it.
-    #[value(name = "application/json")]
-    Json,
-    /// `application/vnd.kubernetes.protobuf`: the `k8s\0` protobuf envelope.
-    #[value(name = "application/vnd.kubernetes.protobuf")]
-    Protobuf,
-}
-
-impl StorageMediaType {
-    /// The media type string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StorageMediaType::Json => "application/json",
-            StorageMediaType::Protobuf => "application/vnd.kubernetes.protobuf",
-        }
-    }
-}
-
 /// The etcd flags of a server, flattened into its `clap` options (`#[command(flatten)]`).
 #[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
 pub struct EtcdOptions {
     /// List of etcd servers to connect with (scheme://ip:port), comma separated.
     #[arg(long = "etcd-servers", value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
-
-    /// The prefix to prepend to all resource paths in etcd (the server's own default when unset).
-    #[arg(long = "etcd-prefix")]
-    pub etcd_prefix: Option<String>,
 
     /// SSL Certificate Authority file used to secure etcd communication.
     #[arg(long = "etcd-cafile")]
@@ -60,34 +34,24 @@ pub struct EtcdOptions {
     /// The interval of compaction requests. If 0, the compaction request from the apiserver is disabled.
     #[arg(long = "etcd-compaction-interval", default_value = "5m0s", value_parser = parse_go_duration)]
     pub etcd_compaction_interval: Duration,
-
-    /// The media type to use to store objects in storage.
-    #[arg(
-        long = "storage-media-type",
-        value_enum,
-        default_value = "application/json"
-    )]
-    pub storage_media_type: StorageMediaType,
 }
 
 impl Default for EtcdOptions {
     fn default() -> Self {
         EtcdOptions {
             etcd_servers: Vec::new(),
-            etcd_prefix: None,
             etcd_cafile: None,
             etcd_certfile: None,
             etcd_keyfile: None,
             etcd_compaction_interval: DEFAULT_COMPACTION_INTERVAL,
-            storage_media_type: StorageMediaType::Json,
         }
     }
 }
 
 impl EtcdOptions {
-    /// Completes the options into a [`EtcdConfig`]; `default_prefix` is the server's own prefix (the pizza server's
-    /// is `/registry/pizza-apiserver.programming-kubernetes.info`), used when `--etcd-prefix` is unset.
-    pub fn config(&self, default_prefix: &str) -> Result<EtcdConfig, ConnectError> {
+    /// Completes the options into a [`EtcdConfig`]; `prefix` is the server's key prefix (`--etcd-prefix`, which the
+    /// framework's storage options hold since every backend uses it, or the server's default).
+    pub fn config(&self, prefix: &str) -> Result<EtcdConfig, ConnectError> {
         if self.etcd_servers.iter().all(|s| s.trim().is_empty()) {
             return Err(ConnectError::Options("--etcd-servers must be set".into()));
         }
@@ -116,10 +80,7 @@ impl EtcdOptions {
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
                 .collect(),
-            prefix: self
-                .etcd_prefix
-                .clone()
-                .unwrap_or_else(|| default_prefix.to_string()),
+            prefix: prefix.to_string(),
             tls,
             compaction_interval: Some(self.etcd_compaction_interval).filter(|d| !d.is_zero()),
         })
@@ -197,6 +158,30 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(total).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
 
+/// `--storage-backend etcd`: the etcd at `--etcd-servers`.
+#[async_trait::async_trait]
+impl apiserver::app::StorageBackend for EtcdOptions {
+    fn names(&self) -> &'static [&'static str] {
+        &["etcd"]
+    }
+
+    async fn open(
+        &self,
+        _: &str,
+        context: apiserver::app::OpenContext<'_>,
+    ) -> Result<std::sync::Arc<dyn apiserver::storage::Storage>, String> {
+        crate::EtcdStorage::from_options(self, context.prefix)
+            .await
+            .map(crate::EtcdStorage::into_dyn)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Upstream's spans and storage metrics call etcd `etcd3`.
+    fn metrics_name(&self, _: &str) -> &'static str {
+        "etcd3"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,7 +217,6 @@ mod tests {
             cli.etcd.etcd_compaction_interval,
             DEFAULT_COMPACTION_INTERVAL
         );
-        assert_eq!(cli.etcd.storage_media_type, StorageMediaType::Json);
         let cfg = cli.etcd.config("/registry/x").unwrap();
         assert_eq!(cfg.prefix, "/registry/x");
         assert!(cfg.tls.is_none());
@@ -240,25 +224,18 @@ mod tests {
         let cli = Cli::parse_from([
             "x",
             "--etcd-servers=https://127.0.0.1:1",
-            "--etcd-prefix=/p",
             "--etcd-cafile=/ca",
             "--etcd-certfile=/c",
             "--etcd-keyfile=/k",
             "--etcd-compaction-interval=0",
-            "--storage-media-type=application/vnd.kubernetes.protobuf",
         ]);
         let cfg = cli.etcd.config("/registry/x").unwrap();
-        assert_eq!(cfg.prefix, "/p");
+        assert_eq!(cfg.prefix, "/registry/x");
         assert_eq!(cfg.compaction_interval, None);
         assert_eq!(
             cfg.tls.unwrap().identity,
             Some((PathBuf::from("/c"), PathBuf::from("/k")))
         );
-        assert_eq!(
-            cli.etcd.storage_media_type.as_str(),
-            "application/vnd.kubernetes.protobuf"
-        );
-        assert!(Cli::try_parse_from(["x", "--storage-media-type=text/plain"]).is_err());
         assert!(EtcdOptions::default().config("/r").is_err());
     }
 }

@@ -71,12 +71,9 @@ impl std::fmt::Debug for EtcdStorage {
 }
 
 impl EtcdStorage {
-    /// Connects from the server's flags; see [`EtcdOptions::config`] for `default_prefix`.
-    pub async fn from_options(
-        opts: &EtcdOptions,
-        default_prefix: &str,
-    ) -> Result<Self, ConnectError> {
-        Self::connect(opts.config(default_prefix)?).await
+    /// Connects from the server's flags, with the server's key prefix.
+    pub async fn from_options(opts: &EtcdOptions, prefix: &str) -> Result<Self, ConnectError> {
+        Self::connect(opts.config(prefix)?).await
     }
 
     /// Connects to etcd and, if configured, starts this server's compactor. The connection is lazy: an etcd that

@@ -102,7 +102,6 @@ async fn tls_with_client_certificates() {
         etcd_certfile: Some(pki.client_cert.clone()),
         etcd_keyfile: Some(pki.client_key.clone()),
         etcd_compaction_interval: std::time::Duration::ZERO,
-        ..Default::default()
     };
     let store = EtcdStorage::from_options(&opts, "/registry/tls")
         .await

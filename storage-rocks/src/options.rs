@@ -64,6 +64,29 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// `--storage-backend rocksdb`: a database in `<data-dir>/rocksdb`.
+#[async_trait::async_trait]
+impl apiserver::app::StorageBackend for RocksOptions {
+    fn names(&self) -> &'static [&'static str] {
+        &["rocksdb"]
+    }
+
+    async fn open(
+        &self,
+        _: &str,
+        context: apiserver::app::OpenContext<'_>,
+    ) -> Result<std::sync::Arc<dyn apiserver::storage::Storage>, String> {
+        let path = context.data_dir.join("rocksdb");
+        let options = self.clone();
+        // Opening replays RocksDB's log: blocking work, off the async workers.
+        tokio::task::spawn_blocking(move || crate::RocksStorage::open(path, &options))
+            .await
+            .map_err(|e| e.to_string())?
+            .map(crate::RocksStorage::into_dyn)
+            .map_err(apiserver::app::open_error)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -103,6 +103,41 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// `--storage-backend sqlite` (a file in the data directory unless `--storage-url` names one) and
+/// `--storage-backend postgres` (at `--storage-url`).
+#[async_trait::async_trait]
+impl apiserver::app::StorageBackend for SqlStorageOptions {
+    fn names(&self) -> &'static [&'static str] {
+        &["sqlite", "postgres"]
+    }
+
+    async fn open(
+        &self,
+        name: &str,
+        context: apiserver::app::OpenContext<'_>,
+    ) -> Result<std::sync::Arc<dyn apiserver::storage::Storage>, String> {
+        let url = self.url_or_default(context.data_dir);
+        let wanted = if name == "sqlite" {
+            "sqlite:"
+        } else {
+            "postgres"
+        };
+        if !url.starts_with(wanted) {
+            return Err(format!(
+                "--storage-backend {name} needs a {wanted}... --storage-url, got {url:?}"
+            ));
+        }
+        let options = SqlStorageOptions {
+            url: Some(url),
+            ..self.clone()
+        };
+        crate::SqlStorage::open(&options)
+            .await
+            .map(crate::SqlStorage::into_dyn)
+            .map_err(apiserver::app::open_error)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

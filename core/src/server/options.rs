@@ -30,6 +30,8 @@ pub const DEFAULT_CERT_DIR: &str = "apiserver.local.config/certificates";
 /// assert_eq!(cli.serving.enable_admission_plugins, ["A", "B"]);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+// Its doc comment (an example) is not the help of the binaries that flatten it.
+#[command(about = None, long_about = None)]
 pub struct ServingOptions {
     /// The port on which to serve HTTPS with authentication and authorization. 0 picks a free port (the bound
     /// address is reported when serving starts).

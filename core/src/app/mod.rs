@@ -1,0 +1,553 @@
+//! A whole server assembled from its resources, as upstream's `RecommendedOptions` → `Config` → `Complete` → `Run`
+//! assemble a Go one: the command line ([`RecommendedOptions`] plus the backends' flags), the storage backend chosen
+//! by `--storage-backend`, a watch-cached [`Store`] per resource, admission (NamespaceLifecycle first, then the
+//! server's plugins), delegated or standalone authentication and authorization, discovery, OpenAPI, health and
+//! readiness, metrics, audit, controllers selectable by `--controllers`, and, when standalone, an admin token and a
+//! kubeconfig that reaches the server.
+//!
+//! ```no_run
+//! use apiserver::app::{App, RecommendedOptions, StartError, Started};
+//! # use apiserver::registry::Strategy;
+//! # use apiserver::runtime::{Resource, ResourceCodec};
+//! # async fn build<Book: Resource>(codec: ResourceCodec<Book>, strategy: impl Strategy<Book> + 'static)
+//! #     -> Result<(), StartError> {
+//! #[derive(clap::Parser)]
+//! /// Serves library.example.com.
+//! struct Options {
+//!     #[command(flatten)]
+//!     server: RecommendedOptions,
+//! }
+//!
+//! let options = <Options as clap::Parser>::parse();
+//! let mut app = App::new("library-apiserver", options.server)
+//!     .version(apiserver::version_info!())
+//!     .open()
+//!     .await?;
+//! let books = app.store(codec, strategy)?;
+//! app.controller("book-shelver", move |shutdown| async move {
+//!     // reconcile `books` until `shutdown`
+//! #   drop((books, shutdown));
+//! });
+//! let started: Started = app.bind().await?;
+//! started.server.run_until_signal().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod backend;
+mod options;
+mod standalone;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+pub use backend::{Memory, OpenContext, StorageBackend, open_error};
+pub use options::{Mode, RecommendedOptions, StorageMediaType, StorageOptions};
+
+use crate::admission::{
+    AdmissionOptions, Initializer, NAMESPACE_LIFECYCLE, NamespaceLifecycle, Plugin, PluginError,
+    Plugins,
+};
+use crate::auth::{
+    ALL_AUTHENTICATED_GROUP, BearerTokens, DEFAULT_ALWAYS_ALLOW_PATHS, SYSTEM_PRIVILEGED_GROUP,
+    User,
+};
+use crate::cluster::CoreCluster;
+use crate::codec::MediaType;
+use crate::controller::is_enabled;
+use crate::discovery::Discovery;
+use crate::endpoints::Api;
+use crate::metrics::Metrics;
+use crate::openapi::OpenApi;
+use crate::registry::{Store, Strategy};
+use crate::runtime::{Resource, ResourceCodec};
+use crate::server::{HealthCheck, ServeError, Server, ServerBuilder, ShutdownSignal, VersionInfo};
+use crate::storage::Storage;
+use crate::storage::instrumented::Instrumented;
+
+/// The [`VersionInfo`] of the crate this is written in (its `CARGO_PKG_VERSION`), for [`App::version`].
+#[macro_export]
+macro_rules! version_info {
+    () => {
+        $crate::server::VersionInfo::for_crate(
+            env!("CARGO_PKG_VERSION_MAJOR"),
+            env!("CARGO_PKG_VERSION_MINOR"),
+            env!("CARGO_PKG_VERSION"),
+        )
+    };
+}
+
+/// Starting the server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("storage: {0}")]
+    Storage(String),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
+    #[error("core cluster: {0}")]
+    Cluster(#[from] crate::cluster::ClusterError),
+    #[error("admission: {0}")]
+    Admission(#[from] PluginError),
+    #[error("--controllers: {0}")]
+    Controllers(String),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// A server before its storage is open: its name, command line and the backends it can run on.
+pub struct App {
+    name: String,
+    options: RecommendedOptions,
+    backends: Vec<Box<dyn StorageBackend>>,
+    prefix: Option<String>,
+    version: Option<VersionInfo>,
+}
+
+impl App {
+    /// A server called `name` (its binary's name: in logs, certificates, the kubeconfig and the default data
+    /// directory `<name>.local.data`).
+    pub fn new(name: impl Into<String>, options: RecommendedOptions) -> App {
+        App {
+            name: name.into(),
+            options,
+            backends: Vec::new(),
+            prefix: None,
+            version: None,
+        }
+    }
+
+    /// Adds a backend `--storage-backend` may choose; the first one added is the default. The memory backend is
+    /// always available after the ones added.
+    pub fn backend(mut self, backend: impl StorageBackend) -> App {
+        self.backends.push(Box::new(backend));
+        self
+    }
+
+    /// The prefix of every storage key when `--etcd-prefix` is not given (default: `/registry/<name>`).
+    pub fn storage_prefix(mut self, prefix: impl Into<String>) -> App {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// What `/version` reports (use [`version_info!`](crate::version_info)).
+    pub fn version(mut self, version: VersionInfo) -> App {
+        self.version = Some(version);
+        self
+    }
+
+    /// Creates the data directory, opens the chosen backend and connects to the core cluster when there is one.
+    pub async fn open(mut self) -> Result<Assembly, StartError> {
+        self.backends.push(Box::new(Memory));
+        let storage = &self.options.storage;
+        let data_dir = storage
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("{}.local.data", self.name)));
+        std::fs::create_dir_all(&data_dir).map_err(|source| StartError::DataDir {
+            path: data_dir.clone(),
+            source,
+        })?;
+        let prefix = storage
+            .prefix
+            .clone()
+            .or(self.prefix.take())
+            .unwrap_or_else(|| format!("/registry/{}", self.name));
+        let (chosen, backend_name) = backend::choose(&self.backends, storage.backend.as_deref())
+            .map_err(StartError::Storage)?;
+        let backend = chosen
+            .open(
+                backend_name,
+                OpenContext {
+                    data_dir: &data_dir,
+                    prefix: &prefix,
+                },
+            )
+            .await
+            .map_err(StartError::Storage)?;
+        let metrics_name = chosen.metrics_name(backend_name);
+        let core_cluster =
+            match crate::cluster::config(self.options.core_api.kubeconfig.as_deref()).await? {
+                Some(config) => Some(CoreCluster::start(&config)?),
+                None => None,
+            };
+        let mode = self.options.mode();
+        let format = storage.media_type.media_type();
+        // Upstream's recommended order: NamespaceLifecycle first (on when there is a core cluster), then the
+        // server's own plugins.
+        let plugins = Plugins::new().register(
+            NAMESPACE_LIFECYCLE,
+            core_cluster.is_some(),
+            NamespaceLifecycle::build,
+        );
+        Ok(Assembly {
+            initializer: Initializer {
+                core_cluster: core_cluster.clone(),
+                ..Initializer::default()
+            },
+            name: self.name,
+            options: self.options,
+            version: self.version,
+            data_dir,
+            prefix,
+            format,
+            metrics: Arc::new(Metrics::new()),
+            backend,
+            backend_name,
+            metrics_name,
+            instrumented: HashMap::new(),
+            core_cluster,
+            mode,
+            plugins,
+            resources: Vec::new(),
+            caches: Vec::new(),
+            controllers: Vec::new(),
+            configure: Vec::new(),
+        })
+    }
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+type Controller = Box<dyn FnOnce(ShutdownSignal) -> BoxFuture + Send>;
+
+/// A server with its storage open, gathering its resources, admission plugins and controllers.
+pub struct Assembly {
+    name: String,
+    options: RecommendedOptions,
+    version: Option<VersionInfo>,
+    data_dir: PathBuf,
+    prefix: String,
+    format: MediaType,
+    metrics: Arc<Metrics>,
+    backend: Arc<dyn Storage>,
+    backend_name: &'static str,
+    metrics_name: &'static str,
+    /// The backend measured for each API group (storage LIST metrics are labelled by group).
+    instrumented: HashMap<String, Arc<dyn Storage>>,
+    core_cluster: Option<CoreCluster>,
+    mode: Mode,
+    initializer: Initializer,
+    plugins: Plugins,
+    resources: Vec<Box<dyn FnOnce(Api) -> Api + Send>>,
+    caches: Vec<Arc<dyn Storage>>,
+    controllers: Vec<(String, Controller)>,
+    configure: Vec<Box<dyn FnOnce(ServerBuilder) -> ServerBuilder + Send>>,
+}
+
+impl Assembly {
+    /// Serves a resource: a watch-cached store over the backend, in discovery and OpenAPI in the order added,
+    /// and listed for admission plugins ([`Initializer::listers`]).
+    pub fn store<T: Resource, S: Strategy<T> + 'static>(
+        &mut self,
+        codec: ResourceCodec<T>,
+        strategy: S,
+    ) -> Result<Store<T>, StartError> {
+        let backend = self
+            .instrumented
+            .entry(T::GROUP.to_string())
+            .or_insert_with(|| {
+                Instrumented::wrap(
+                    self.backend.clone(),
+                    self.metrics_name,
+                    &self.prefix,
+                    T::GROUP,
+                    self.metrics.clone(),
+                )
+            })
+            .clone();
+        let store = Store::<T>::cached(
+            backend,
+            &self.prefix,
+            codec,
+            Arc::new(strategy),
+            self.format,
+            Some(&self.metrics),
+        )
+        .map_err(|e| StartError::Storage(e.to_string()))?;
+        self.initializer.listers.insert(store.clone());
+        self.caches.push(store.storage().clone());
+        let served = store.clone();
+        self.resources
+            .push(Box::new(move |api| api.resource(served)));
+        Ok(store)
+    }
+
+    /// Registers an admission plugin after those registered before (`--enable-admission-plugins` and
+    /// `--disable-admission-plugins` name it); `build` gets the stores' listers and the core cluster.
+    pub fn admission_plugin<F>(&mut self, name: &str, enabled_by_default: bool, build: F)
+    where
+        F: Fn(&Initializer) -> Result<Arc<dyn Plugin>, PluginError> + Send + Sync + 'static,
+    {
+        self.plugins = std::mem::take(&mut self.plugins).register(name, enabled_by_default, build);
+    }
+
+    /// Runs a controller once the server listens, unless `--controllers` leaves it out; its post-start hook is
+    /// `start-<name>-controller`.
+    pub fn controller<F, Fut>(&mut self, name: &str, run: F)
+    where
+        F: FnOnce(ShutdownSignal) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.controllers.push((
+            name.to_string(),
+            Box::new(move |shutdown| Box::pin(run(shutdown))),
+        ));
+    }
+
+    /// Changes the server builder before it binds (extra health checks, routes, post-start hooks, ...).
+    pub fn configure(
+        &mut self,
+        change: impl FnOnce(ServerBuilder) -> ServerBuilder + Send + 'static,
+    ) {
+        self.configure.push(Box::new(change));
+    }
+
+    /// The server's metrics registry.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The core cluster, when the server runs behind one.
+    pub fn core_cluster(&self) -> Option<&CoreCluster> {
+        self.core_cluster.as_ref()
+    }
+
+    /// Builds admission, the API, discovery and OpenAPI, authentication and authorization, and binds the server;
+    /// standalone, it also writes the admin's kubeconfig to `<data-dir>/kubeconfig`. The caller runs it.
+    pub async fn bind(self) -> Result<Started, StartError> {
+        let options = &self.options;
+        let names: Vec<String> = self.controllers.iter().map(|(n, _)| n.clone()).collect();
+        let known: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut enabled = Vec::new();
+        for (name, run) in self.controllers {
+            if is_enabled(&options.controllers, &name, &known).map_err(StartError::Controllers)? {
+                enabled.push((name, run));
+            }
+        }
+        let admission = self
+            .plugins
+            .build(
+                &AdmissionOptions {
+                    enable: options.serving.enable_admission_plugins.clone(),
+                    disable: options.serving.disable_admission_plugins.clone(),
+                },
+                &self.initializer,
+            )?
+            .with_metrics(self.metrics.clone());
+        let api = self
+            .resources
+            .into_iter()
+            .fold(Api::new(admission), |api, add| add(api))
+            .encoded_object_cache_bytes(options.storage.encoded_object_cache_bytes);
+        let descriptions = api.descriptions();
+        let discovery = Discovery::new(&descriptions);
+        let version = self
+            .version
+            .unwrap_or_else(|| VersionInfo::for_crate("0", "0", "0.0.0"));
+        let openapi = OpenApi::new(
+            &descriptions,
+            &self.name,
+            version.git_version.trim_start_matches('v'),
+        );
+        // Upstream's check names on etcd; the other backends' are named after them.
+        let mut builder = Server::builder(self.name.clone())
+            .metrics(self.metrics.clone())
+            .storage(self.backend_name, self.backend.clone(), self.caches)
+            .auditor(options.audit.auditor().await?)
+            .options(options.serving.clone())
+            .anonymous(options.authentication.anonymous_auth);
+        let token = match self.mode {
+            Mode::Standalone => {
+                let token = standalone::admin_token(&self.data_dir).map_err(|source| {
+                    StartError::DataDir {
+                        path: self.data_dir.join("admin-token"),
+                        source,
+                    }
+                })?;
+                let admin = User {
+                    name: admin_user(&self.name),
+                    groups: vec![
+                        SYSTEM_PRIVILEGED_GROUP.to_string(),
+                        ALL_AUTHENTICATED_GROUP.to_string(),
+                    ],
+                    ..User::default()
+                };
+                let paths = options
+                    .authorization
+                    .always_allow_paths
+                    .clone()
+                    .unwrap_or_else(|| {
+                        DEFAULT_ALWAYS_ALLOW_PATHS
+                            .iter()
+                            .map(|s| s.to_string())
+                            .collect()
+                    });
+                builder = builder
+                    .authenticator(BearerTokens::new().with(token.clone(), admin))
+                    .always_allow_paths(paths);
+                Some(token)
+            }
+            Mode::Delegated => {
+                let authentication = options.authentication.delegate().await?;
+                builder = builder
+                    .authenticator(
+                        authentication
+                            .with_metrics(self.metrics.clone())
+                            .authenticator(),
+                    )
+                    .always_allow_paths(options.authorization.delegated_always_allow_paths());
+                if let Some(authorizer) = options.authorization.delegate().await? {
+                    builder = builder.authorizer(authorizer.with_metrics(self.metrics.clone()));
+                }
+                None
+            }
+        };
+        if let Some(cluster) = self.core_cluster {
+            builder = builder.readyz_check(HealthCheck::new("informer-sync", move || {
+                let synced = cluster.namespaces_synced();
+                async move {
+                    synced.then_some(()).ok_or_else(|| {
+                        "namespaces not yet synced from the core cluster".to_string()
+                    })
+                }
+            }));
+        }
+        {
+            let (api, metrics) = (api.clone(), self.metrics.clone());
+            builder = builder.post_start_hook(
+                "storage-object-count-tracker-hook",
+                move |shutdown| async move {
+                    api.count_objects(&metrics).await;
+                    tokio::spawn(api.track_object_counts(metrics, shutdown));
+                    Ok(())
+                },
+            );
+        }
+        for (name, run) in enabled {
+            builder = builder.post_start_hook(
+                format!("start-{name}-controller"),
+                move |shutdown| async move {
+                    tokio::spawn(run(shutdown));
+                    Ok(())
+                },
+            );
+        }
+        for change in self.configure {
+            builder = change(builder);
+        }
+        let server = builder
+            .default_cert_dir(self.data_dir.join("certs"))
+            .version(version)
+            .routes(
+                api.router()
+                    .merge(discovery.router())
+                    .merge(openapi.router()),
+            )
+            .bind()
+            .await?;
+
+        let url = format!("https://127.0.0.1:{}", server.local_addr().port());
+        let kubeconfig = self.data_dir.join("kubeconfig");
+        standalone::write_kubeconfig(
+            &kubeconfig,
+            &self.name,
+            &url,
+            token.as_deref(),
+            &server,
+            &options.serving,
+        )
+        .map_err(|source| StartError::DataDir {
+            path: kubeconfig.clone(),
+            source,
+        })?;
+        Ok(Started {
+            server,
+            url,
+            kubeconfig,
+            mode: self.mode,
+            backend: self.backend_name,
+        })
+    }
+}
+
+/// The standalone admin's user name: the server's name without `-apiserver`, then `-admin` (`pizza-admin`).
+pub fn admin_user(server_name: &str) -> String {
+    let short = server_name
+        .strip_suffix("-apiserver")
+        .unwrap_or(server_name);
+    format!("{short}-admin")
+}
+
+/// A bound server, with where a client finds it.
+pub struct Started {
+    pub server: Server,
+    /// `https://127.0.0.1:<port>`.
+    pub url: String,
+    /// The kubeconfig written for this server (with the admin token when standalone, no credentials when
+    /// delegated).
+    pub kubeconfig: PathBuf,
+    /// How requests are authenticated and authorized.
+    pub mode: Mode,
+    /// The storage backend's name.
+    pub backend: &'static str,
+}
+
+/// A server binary's `main`: starts logs and traces as the options say, then `start`, prints where the server
+/// is, and serves until SIGINT or SIGTERM. Errors go to stderr as `<name>: <error>` with a failing exit code.
+pub async fn main<E: std::fmt::Display>(
+    name: &str,
+    options: &RecommendedOptions,
+    start: impl Future<Output = Result<Started, E>>,
+) -> ExitCode {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    let telemetry = match options.tracing.start() {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let target = name.replace('-', "_");
+    tracing_subscriber::registry()
+        .with(options.logging.layer(&[target.as_str()]))
+        .with(telemetry.as_ref().map(|t| t.layer()))
+        .init();
+    let started = match start.await {
+        Ok(started) => started,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Written without panicking: a server must not die because whoever started it closed its stdout.
+    let banner = format!(
+        "{name} serving on {} (storage: {}); kubeconfig: {}\nmode: {}\ntry: kubectl --kubeconfig {} api-resources\n",
+        started.url,
+        started.backend,
+        started.kubeconfig.display(),
+        started.mode,
+        started.kubeconfig.display()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), banner.as_bytes());
+    let result = started.server.run_until_signal().await;
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown().await;
+    }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

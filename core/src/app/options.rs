@@ -1,0 +1,195 @@
+//! The command line every server shares (upstream's `RecommendedOptions`): serving, authentication, authorization,
+//! the core cluster, audit, logs, traces, storage and controllers. A binary flattens [`RecommendedOptions`] beside
+//! the options of the storage backends it was built with.
+
+use std::path::PathBuf;
+
+use crate::audit::AuditOptions;
+use crate::auth::{AuthenticationOptions, AuthorizationOptions};
+use crate::cluster::CoreApiOptions;
+use crate::codec::MediaType;
+use crate::endpoints::DEFAULT_ENCODED_OBJECT_BYTES;
+use crate::logging::LoggingOptions;
+use crate::server::ServingOptions;
+use crate::telemetry::TracingOptions;
+
+// The doc comments of flattened structs would become the binary's `about`: these structs carry `about = None`.
+
+/// Everything a server's command line needs besides its backends' flags.
+#[derive(Clone, Debug, clap::Args)]
+#[command(about = None, long_about = None)]
+pub struct RecommendedOptions {
+    #[command(flatten)]
+    pub serving: ServingOptions,
+
+    #[command(flatten)]
+    pub authentication: AuthenticationOptions,
+
+    #[command(flatten)]
+    pub authorization: AuthorizationOptions,
+
+    #[command(flatten)]
+    pub core_api: CoreApiOptions,
+
+    #[command(flatten)]
+    pub audit: AuditOptions,
+
+    #[command(flatten)]
+    pub logging: LoggingOptions,
+
+    #[command(flatten)]
+    pub tracing: TracingOptions,
+
+    #[command(flatten)]
+    pub storage: StorageOptions,
+
+    /// The in-process controllers to run, as kube-controller-manager's flag: `*` for all (the default), `*,-name`
+    /// for all but one; a list without `*` runs only the controllers it names.
+    #[arg(long = "controllers", value_delimiter = ',', default_value = "*")]
+    pub controllers: Vec<String>,
+}
+
+/// Which backend holds the objects, where, and how they are encoded.
+#[derive(Clone, Debug, clap::Args)]
+#[command(about = None, long_about = None)]
+pub struct StorageOptions {
+    /// Where the server keeps its state: certificates, the kubeconfig it writes, and embedded databases.
+    /// Defaults to `<server name>.local.data`.
+    #[arg(long = "data-dir")]
+    pub data_dir: Option<PathBuf>,
+
+    /// The storage engine: one of the backends this binary was built with (the server's startup error lists them
+    /// when the name is unknown). Defaults to the binary's first backend.
+    #[arg(long = "storage-backend")]
+    pub backend: Option<String>,
+
+    /// The prefix to prepend to all resource paths in storage (the server's own default when unset).
+    #[arg(long = "etcd-prefix")]
+    pub prefix: Option<String>,
+
+    /// The media type to use to store objects in storage.
+    #[arg(
+        long = "storage-media-type",
+        value_enum,
+        default_value = "application/json"
+    )]
+    pub media_type: StorageMediaType,
+
+    /// Bytes of objects kept encoded as lists serve them (per stored revision, version and media type), so that a
+    /// LIST encodes each object once; 0 encodes every item on every request.
+    #[arg(long = "encoded-object-cache-bytes", default_value_t = DEFAULT_ENCODED_OBJECT_BYTES)]
+    pub encoded_object_cache_bytes: usize,
+}
+
+/// How objects are encoded in storage (`--storage-media-type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StorageMediaType {
+    /// `application/json`: what Go servers write by default, readable by them.
+    #[value(name = "application/json")]
+    Json,
+    /// `application/vnd.kubernetes.protobuf`: the `k8s\0` protobuf envelope.
+    #[value(name = "application/vnd.kubernetes.protobuf")]
+    Protobuf,
+}
+
+impl StorageMediaType {
+    /// The codec's media type.
+    pub fn media_type(self) -> MediaType {
+        match self {
+            StorageMediaType::Json => MediaType::Json,
+            StorageMediaType::Protobuf => MediaType::Protobuf,
+        }
+    }
+}
+
+/// Who decides who may do what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// No core cluster: the server's own admin token (in the kubeconfig it writes) may do anything; anonymous
+    /// clients may read health, version, discovery and OpenAPI, nothing else.
+    Standalone,
+    /// Behind a core cluster: front-proxy headers, client certificates and TokenReview authenticate,
+    /// SubjectAccessReview authorizes, namespaces come from the cluster.
+    Delegated,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Standalone => {
+                "standalone (the admin token in the kubeconfig may do anything; anonymous requests may read \
+                 health, version, discovery and OpenAPI only)"
+            }
+            Mode::Delegated => {
+                "delegated (authentication by front-proxy headers, client certificates and TokenReview, \
+                 authorization by SubjectAccessReview, namespaces from the core cluster)"
+            }
+        })
+    }
+}
+
+impl RecommendedOptions {
+    /// Delegated when anything names a core cluster or a CA to trust, or the server runs in a pod.
+    pub fn mode(&self) -> Mode {
+        if self.authentication.is_delegating()
+            || self.authorization.is_delegating()
+            || self.core_api.kubeconfig.is_some()
+        {
+            Mode::Delegated
+        } else {
+            Mode::Standalone
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+
+    // A binary of its own, documented, with the recommended options flattened in.
+    #[derive(Parser)]
+    #[command(name = "library-apiserver")]
+    /// Serves library.example.com.
+    struct Cli {
+        #[command(flatten)]
+        server: RecommendedOptions,
+    }
+
+    #[test]
+    fn flattened_options_leave_the_binary_its_own_help() {
+        Cli::command().debug_assert();
+        let help = Cli::command().render_help().to_string();
+        assert!(help.starts_with("Serves library.example.com\n"), "{help}");
+        assert!(!help.contains("```"), "{help}");
+    }
+
+    // An undocumented binary.
+    #[derive(Parser)]
+    #[command(name = "bare-apiserver")]
+    struct Bare {
+        #[command(flatten)]
+        server: RecommendedOptions,
+    }
+
+    #[test]
+    fn flattened_options_bring_no_text_of_their_own() {
+        let help = Bare::command().render_help().to_string();
+        assert!(help.starts_with("Usage: bare-apiserver"), "{help}");
+    }
+
+    #[test]
+    fn storage_defaults() {
+        let cli = Cli::parse_from(["library-apiserver"]);
+        let storage = &cli.server.storage;
+        assert_eq!(storage.backend, None);
+        assert_eq!(storage.media_type, StorageMediaType::Json);
+        assert_eq!(
+            storage.encoded_object_cache_bytes,
+            DEFAULT_ENCODED_OBJECT_BYTES
+        );
+        assert_eq!(cli.server.controllers, ["*"]);
+        assert_eq!(cli.server.mode(), Mode::Standalone);
+    }
+}
