@@ -28,10 +28,15 @@ pub mod storage;
 pub mod telemetry;
 pub mod validation;
 
-pub use apiserver_derive::{Hub, Versioned};
+pub use apiserver_derive::{Hub, Versioned, served};
 
 // Re-exported for the code the derives generate and so that users need no direct dependency on them.
+pub use async_trait::async_trait;
+pub use clap;
 pub use prost;
 pub use schemars;
 pub use schemars::JsonSchema;
+pub use serde;
 pub use serde_json;
+pub use tokio;
+pub use tracing;

@@ -3,6 +3,8 @@
 //! `#[derive(Hub)]` gives a hub (internal) type its resource identity; `#[derive(Versioned)]` makes a wire struct a
 //! served version of a hub (or a nested part of one), with field-by-field conversion in both directions.
 
+mod served;
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{quote, quote_spanned};
@@ -75,6 +77,43 @@ pub fn derive_hub(input: TokenStream) -> TokenStream {
 pub fn derive_versioned(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as DeriveInput);
     versioned(input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// One attribute for a served version (or a nested struct of one), in place of the seven derives and the
+/// per-field serde and prost attributes a wire type needs:
+///
+/// - derives `Clone`, `PartialEq`, serde's `Serialize` and `Deserialize`, `prost::Message`, `schemars::JsonSchema`
+///   and [`Versioned`] through `apiserver`'s re-exports (the user's crate needs none of them);
+/// - its arguments are [`Versioned`]'s (`hub = "..."`, `version = "..."`, `default = "..."`), and field attributes
+///   `#[versioned(...)]` keep their meaning;
+/// - JSON names are camelCase unless the struct says `#[serde(rename_all = "...")]`; a field without its own
+///   `#[serde(...)]` reads a missing or `null` value as its zero value, as Go's decoder does, and is always
+///   written unless marked `#[served(omitempty)]` (then its zero value is left out, as Go's `omitempty`);
+/// - a field without its own `#[prost(...)]` gets the protobuf type its Rust type implies (`String` → `string`,
+///   `i32` → `int32`, `f64` → `double`, `Option<T>` → optional, `Vec<T>` → repeated, `BTreeMap<K, V>` → map, any
+///   other type a message) and the tag of its position (1, 2, ...), or `#[served(tag = N)]`. Keep tags stable once
+///   objects are stored in protobuf: add new fields at the end or give them a tag.
+///
+/// ```ignore
+/// #[apiserver::served(hub = "library::Book", version = "v1", default = "default_book")]
+/// pub struct Book {
+///     pub metadata: ObjectMeta,
+///     pub spec: BookSpec,
+/// }
+///
+/// #[apiserver::served(hub = "library::BookSpec")]
+/// pub struct BookSpec {
+///     pub title: String,
+///     #[served(omitempty)]
+///     pub pages: i32,
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn served(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item = syn::parse_macro_input!(item as syn::ItemStruct);
+    served::served(args.into(), item)
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

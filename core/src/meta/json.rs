@@ -17,6 +17,12 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
+/// Whether a value is its type's zero value: Go's `omitempty` (what `#[apiserver::served]` uses for fields marked
+/// `#[served(omitempty)]`).
+pub fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
 pub(crate) fn is_zero_i64(v: &i64) -> bool {
     *v == 0
 }

@@ -30,7 +30,7 @@ pub use discovery_v2::{
     APIVersionDiscovery, DISCOVERY_FRESHNESS_CURRENT, DISCOVERY_FRESHNESS_STALE, GroupVersionKind,
     SCOPE_CLUSTER, SCOPE_NAMESPACE,
 };
-pub use json::null_as_default;
+pub use json::{is_default, null_as_default};
 pub use label_selector::{LabelSelector, LabelSelectorRequirement};
 pub use object_meta::{
     FieldsV1, ListMeta, ManagedFieldsEntry, ObjectMeta, OwnerReference, ShardInfo, TypeMeta,

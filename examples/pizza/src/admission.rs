@@ -5,8 +5,8 @@ use std::sync::Arc;
 use apiserver::admission::{
     AnyObject, Attributes, Initializer, Lister, Operation, Plugin, PluginError,
 };
+use apiserver::async_trait;
 use apiserver::registry::ApiError;
-use async_trait::async_trait;
 
 use crate::restaurant::{Pizza, Topping};
 

@@ -2,10 +2,10 @@
 //! in-process controller keeps it current, through the status subresource, when a pizza is written or a
 //! topping's cost changes; users cannot set it (the main resource ignores status).
 
+use apiserver::async_trait;
 use apiserver::controller::{Controller, ObjectKey, Reconciler};
 use apiserver::registry::{ApiError, ListRequest, NoAdmission, Store, UpdatedObject};
 use apiserver::server::ShutdownSignal;
-use async_trait::async_trait;
 
 use crate::restaurant::{Pizza, Topping};
 
@@ -35,7 +35,7 @@ async fn pizzas_with(pizzas: &Store<Pizza>, topping: &str) -> Vec<ObjectKey> {
             .map(ObjectKey::of)
             .collect(),
         Err(error) => {
-            tracing::warn!(%error, "listing pizzas for a topping change failed");
+            apiserver::tracing::warn!(%error, "listing pizzas for a topping change failed");
             Vec::new()
         }
     }

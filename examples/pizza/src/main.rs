@@ -2,14 +2,14 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use apiserver::clap::Parser;
 use pizza_apiserver::server::{Options, start};
 
 /// mimalloc: glibc's malloc and free were the largest item of the server's profile under load.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
+#[apiserver::tokio::main(crate = "apiserver::tokio")]
 async fn main() -> ExitCode {
     let options = Options::parse();
     let server = options.server.clone();

@@ -1,10 +1,10 @@
 //! The oven controller: an oven line burns as many ovens as `spec.replicas` asks for (at once: these ovens need no
 //! warming up), and publishes its label selector, so that `kubectl scale` and autoscalers see the scale they set.
 
+use apiserver::async_trait;
 use apiserver::controller::{Controller, ObjectKey, Reconciler};
 use apiserver::registry::{ApiError, NoAdmission, Store, UpdatedObject};
 use apiserver::server::ShutdownSignal;
-use async_trait::async_trait;
 
 use crate::GROUP;
 use crate::restaurant::Oven;

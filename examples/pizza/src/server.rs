@@ -2,6 +2,7 @@
 
 pub use apiserver::app::Mode;
 use apiserver::app::{App, RecommendedOptions, StartError, Started};
+use apiserver::clap;
 use apiserver_storage_etcd::EtcdOptions;
 use apiserver_storage_rocks::RocksOptions;
 use apiserver_storage_sql::SqlStorageOptions;
@@ -68,7 +69,7 @@ pub async fn start(options: Options) -> Result<Started, StartError> {
 
 #[cfg(test)]
 mod tests {
-    use clap::{CommandFactory, Parser};
+    use apiserver::clap::{CommandFactory, Parser};
 
     use super::Options;
 

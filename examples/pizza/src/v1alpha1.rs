@@ -1,53 +1,26 @@
 //! `v1alpha1`: toppings as a list of names, a repeated name meaning one more portion. The storage version.
 
 use apiserver::meta::ObjectMeta;
-use serde::{Deserialize, Serialize};
 
 use crate::restaurant;
 
 /// A pizza.
-#[derive(
-    Clone,
-    PartialEq,
-    Serialize,
-    Deserialize,
-    prost::Message,
-    schemars::JsonSchema,
-    apiserver::Versioned,
-)]
-#[versioned(
+#[apiserver::served(
     hub = "restaurant::Pizza",
     version = "v1alpha1",
     default = "default_pizza"
 )]
 pub struct Pizza {
-    #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
-    #[prost(message, required, tag = "1")]
     pub metadata: ObjectMeta,
-    #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
-    #[prost(message, required, tag = "2")]
     pub spec: PizzaSpec,
-    #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
-    #[prost(message, required, tag = "3")]
     pub status: PizzaStatus,
 }
 
-#[derive(
-    Clone,
-    PartialEq,
-    Serialize,
-    Deserialize,
-    prost::Message,
-    schemars::JsonSchema,
-    apiserver::Versioned,
-)]
-#[versioned(hub = "restaurant::PizzaSpec")]
+#[apiserver::served(hub = "restaurant::PizzaSpec")]
 pub struct PizzaSpec {
     /// The names of the toppings; a name given twice means two portions.
     // Atomic: a strategic merge patch replaces the list whole and server-side apply owns it whole. Merging it as
     // a set would fold duplicates, which here are portions.
-    #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
-    #[prost(string, repeated, tag = "1")]
     #[versioned(
         to_hub = "fold_toppings",
         from_hub = "unfold_toppings",
@@ -56,63 +29,25 @@ pub struct PizzaSpec {
     pub toppings: Vec<String>,
 }
 
-#[derive(
-    Clone,
-    PartialEq,
-    Serialize,
-    Deserialize,
-    prost::Message,
-    schemars::JsonSchema,
-    apiserver::Versioned,
-)]
-#[versioned(hub = "restaurant::PizzaStatus")]
+#[apiserver::served(hub = "restaurant::PizzaStatus")]
 pub struct PizzaStatus {
     /// The cost of the whole pizza including all toppings.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[prost(double, tag = "1")]
+    #[served(omitempty)]
     pub cost: f64,
 }
 
 /// A topping.
-#[derive(
-    Clone,
-    PartialEq,
-    Serialize,
-    Deserialize,
-    prost::Message,
-    schemars::JsonSchema,
-    apiserver::Versioned,
-)]
-#[versioned(hub = "restaurant::Topping", version = "v1alpha1")]
+#[apiserver::served(hub = "restaurant::Topping", version = "v1alpha1")]
 pub struct Topping {
-    #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
-    #[prost(message, required, tag = "1")]
     pub metadata: ObjectMeta,
     /// The reference server writes this as `Spec` (no JSON tag); we serve `spec` (see the README).
-    #[serde(default, deserialize_with = "apiserver::meta::null_as_default")]
-    #[prost(message, required, tag = "2")]
     pub spec: ToppingSpec,
 }
 
-#[derive(
-    Clone,
-    PartialEq,
-    Serialize,
-    Deserialize,
-    prost::Message,
-    schemars::JsonSchema,
-    apiserver::Versioned,
-)]
-#[versioned(hub = "restaurant::ToppingSpec")]
+#[apiserver::served(hub = "restaurant::ToppingSpec")]
 pub struct ToppingSpec {
     /// The cost of one portion.
-    #[serde(default)]
-    #[prost(double, tag = "1")]
     pub cost: f64,
-}
-
-fn is_zero(v: &f64) -> bool {
-    *v == 0.0
 }
 
 /// An empty pizza is a salami pizza with mozzarella and tomato.
