@@ -51,6 +51,9 @@ pub fn derive_hub(input: TokenStream) -> TokenStream {
 /// - `version = "v1beta1"`: marks the root object of a version and implements `apiserver::runtime::Versioned`
 ///   (the struct must also derive serde, `prost::Message` and `schemars::JsonSchema`).
 /// - `default = "path::fn"`: `fn(&mut Self)`, this version's defaults, run on decoded input before conversion.
+/// - `lossless`: what this version cannot express of the hub is kept in an annotation
+///   (`<plural>.<group>/<preferred version>`) instead of being lost, as upstream's conversions of such versions
+///   do; for a version that drops or narrows hub fields, above all a storage version.
 ///
 /// Field attributes:
 ///
@@ -587,6 +590,7 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
     let mut hub: Option<Path> = None;
     let mut version: Option<String> = None;
     let mut default: Option<Path> = None;
+    let mut lossless = false;
     for attr in input
         .attrs
         .iter()
@@ -599,10 +603,12 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
                 version = Some(meta.value()?.parse::<LitStr>()?.value());
             } else if meta.path.is_ident("default") {
                 default = Some(meta.value()?.parse::<LitStr>()?.parse()?);
+            } else if meta.path.is_ident("lossless") {
+                lossless = true;
             } else {
-                return Err(
-                    meta.error("unknown versioned attribute; expected hub, version or default")
-                );
+                return Err(meta.error(
+                    "unknown versioned attribute; expected hub, version, default or lossless",
+                ));
             }
             Ok(())
         })?;
@@ -692,10 +698,10 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
         }
     };
     let Some(version) = version else {
-        if default.is_some() {
+        if default.is_some() || lossless {
             return Err(syn::Error::new(
                 Span::call_site(),
-                "`default` needs `version` (defaults run on root objects)",
+                "`default` and `lossless` need `version` (they apply to root objects)",
             ));
         }
         return Ok(conversions);
@@ -713,6 +719,7 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
         impl ::apiserver::runtime::Versioned for #name {
             type Hub = #hub;
             const VERSION: &'static str = #version;
+            const LOSSLESS: bool = #lossless;
 
             #set_defaults
 

@@ -6,6 +6,8 @@ mod gvk;
 mod list;
 mod patch;
 mod resource;
+#[cfg(feature = "testing")]
+pub mod round_trip;
 mod schema;
 mod scheme;
 mod versioned;

@@ -75,9 +75,81 @@ trait VersionCodec<H>: Send + Sync {
     fn patch_schema(&self) -> &serde_json::Value;
 }
 
-struct VersionOf<V> {
+struct VersionOf<V: Versioned> {
     schema: std::sync::OnceLock<serde_json::Value>,
+    /// For a [`Versioned::LOSSLESS`] version, the preferred version and the annotation its JSON is kept in.
+    keeper: Option<Keeper<V::Hub>>,
     version: PhantomData<fn() -> V>,
+}
+
+/// What a lossless version cannot express is kept in an annotation, `<plural>.<group>/<preferred version>`, holding
+/// the object's fields (all but `metadata`) as the preferred version writes them. Writing a hub object that the
+/// version would lose adds the annotation; reading it back restores the object from it unless a client of this
+/// version changed what this version does say (then the annotation is stale and dropped). The hub, and so every
+/// other version, never sees it.
+struct Keeper<H> {
+    codec: Arc<dyn VersionCodec<H>>,
+    annotation: String,
+}
+
+impl<V: Versioned> VersionOf<V> {
+    /// The hub object in this version, with the keeper's annotation when the version alone would lose something.
+    fn wire(&self, hub: &V::Hub) -> V {
+        let wire = V::from_hub(hub);
+        let Some(keeper) = &self.keeper else {
+            return wire;
+        };
+        if wire.to_hub() == *hub {
+            return wire;
+        }
+        let kept = keeper
+            .codec
+            .encode(hub, MediaType::Json)
+            .ok()
+            .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok());
+        let Some(serde_json::Value::Object(mut fields)) = kept else {
+            return wire;
+        };
+        for envelope in ["apiVersion", "kind", "metadata"] {
+            fields.remove(envelope);
+        }
+        let mut annotated = hub.clone();
+        annotated.metadata_mut().annotations.insert(
+            keeper.annotation.clone(),
+            serde_json::Value::Object(fields).to_string(),
+        );
+        V::from_hub(&annotated)
+    }
+
+    /// A decoded object of this version in the hub, restored from the keeper's annotation when it is current.
+    fn hub(&self, wire: &V) -> V::Hub {
+        let mut hub = wire.to_hub();
+        let Some(keeper) = &self.keeper else {
+            return hub;
+        };
+        let Some(kept) = hub.metadata_mut().annotations.remove(&keeper.annotation) else {
+            return hub;
+        };
+        let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str(&kept) else {
+            return hub;
+        };
+        fields.insert("metadata".into(), serde_json::json!({}));
+        let restored = serde_json::to_vec(&fields).ok().and_then(|json| {
+            keeper
+                .codec
+                .decode_json(&json, FieldValidation::Ignore)
+                .ok()
+        });
+        let Some((mut restored, _)) = restored else {
+            return hub;
+        };
+        *restored.metadata_mut() = hub.metadata().clone();
+        if V::from_hub(&restored) == V::from_hub(&hub) {
+            restored
+        } else {
+            hub
+        }
+    }
 }
 
 impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
@@ -96,22 +168,22 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
     ) -> Result<(V::Hub, Vec<String>), CodecError> {
         let mut decoded = codec::decode_json::<V>(json, validation)?;
         decoded.object.set_defaults();
-        Ok((decoded.object.to_hub(), decoded.warnings))
+        Ok((self.hub(&decoded.object), decoded.warnings))
     }
 
     fn decode_protobuf(&self, raw: &[u8]) -> Result<V::Hub, CodecError> {
         let mut wire = V::decode(raw).map_err(|e| CodecError::Protobuf(e.to_string()))?;
         wire.set_defaults();
-        Ok(wire.to_hub())
+        Ok(self.hub(&wire))
     }
 
     fn encode(&self, object: &V::Hub, format: MediaType) -> Result<Vec<u8>, CodecError> {
-        let wire = V::from_hub(object);
+        let wire = self.wire(object);
         encode_as(&V::api_version(), <V::Hub as Resource>::KIND, &wire, format)
     }
 
     fn encode_item(&self, object: &V::Hub, format: MediaType) -> Result<Vec<u8>, CodecError> {
-        let wire = V::from_hub(object);
+        let wire = self.wire(object);
         match format {
             MediaType::Json => {
                 serde_json::to_vec(&wire).map_err(|e| CodecError::Encode(e.to_string()))
@@ -131,7 +203,7 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
     ) -> Result<Vec<u8>, CodecError> {
         let list = List {
             metadata: meta.clone(),
-            items: items.iter().map(V::from_hub).collect::<Vec<V>>(),
+            items: items.iter().map(|item| self.wire(item)).collect::<Vec<V>>(),
         };
         let kind = format!("{}List", <V::Hub as Resource>::KIND);
         encode_as(&V::api_version(), &kind, &list, format)
@@ -220,11 +292,21 @@ impl<H: Resource> ResourceCodec<H> {
         Self::default()
     }
 
-    /// Serves `V`; versions are listed in the order they are added.
+    /// Serves `V`; versions are listed in the order they are added. A [`Versioned::LOSSLESS`] version keeps what
+    /// it cannot express in the first version added (the preferred one).
     pub fn version<V: Versioned<Hub = H>>(mut self) -> Self {
         self.versions.retain(|v| v.version() != V::VERSION);
+        let keeper = self
+            .versions
+            .first()
+            .filter(|_| V::LOSSLESS)
+            .map(|preferred| Keeper {
+                annotation: format!("{}.{}/{}", H::PLURAL, H::GROUP, preferred.version()),
+                codec: preferred.clone(),
+            });
         self.versions.push(Arc::new(VersionOf::<V> {
             schema: std::sync::OnceLock::new(),
+            keeper,
             version: PhantomData,
         }));
         self

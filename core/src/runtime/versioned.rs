@@ -17,6 +17,11 @@ pub trait Versioned:
     /// The version name, e.g. `v1beta1`.
     const VERSION: &'static str;
 
+    /// Whether this version keeps what it cannot express of the hub in an annotation, so that no object loses data
+    /// by being written in this version (the storage version, or a client's) and read back in another
+    /// (`#[versioned(lossless)]`). See [`ResourceCodec::version`](super::ResourceCodec::version).
+    const LOSSLESS: bool = false;
+
     /// Applies this version's defaults to a value decoded from the wire.
     fn set_defaults(&mut self) {}
 
