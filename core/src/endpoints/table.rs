@@ -1,6 +1,6 @@
-//! `as=Table`: server-side printing for `kubectl get`. The default columns (Name, Created At) plus the printer
-//! columns declared on the type, whose cells are read by JSONPath from the object in the requested version, as
-//! upstream's CRD table convertor does.
+//! `as=Table`: server-side printing for `kubectl get`, as upstream's CRD table convertor does it: Name, the printer
+//! columns declared on the type (cells read by JSONPath from the object in the requested version), and Age (what
+//! users of CRDs see; upstream's generic registry shows "Created At" instead).
 
 use serde_json::Value;
 
@@ -52,7 +52,7 @@ pub(crate) fn columns<T: Resource>() -> Vec<TableColumnDefinition> {
         priority: c.priority,
     }));
     columns.push(TableColumnDefinition {
-        name: "Created At".into(),
+        name: "Age".into(),
         type_: "date".into(),
         format: String::new(),
         description: CREATED_AT_DESCRIPTION.into(),
@@ -96,7 +96,7 @@ fn row<T: Resource>(
     cells.push(
         meta.creation_timestamp
             .as_ref()
-            .and_then(|t| serde_json::to_value(t).ok())
+            .map(|t| age(t.0))
             .unwrap_or(Value::Null),
     );
     let object = match include {
@@ -125,16 +125,19 @@ fn cell(column: &PrinterColumn, object: &Value) -> Value {
         "date" => value
             .as_str()
             .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-            .map(|t| {
-                let age = chrono::Utc::now().signed_duration_since(t);
-                Value::String(human_duration(age.to_std().unwrap_or_default()))
-            })
+            .map(|t| age(t.with_timezone(&chrono::Utc)))
             .unwrap_or(Value::Null),
         _ => match value {
             Value::String(s) => Value::String(s.clone()),
             other => Value::String(other.to_string()),
         },
     }
+}
+
+/// How long ago `t` was, as kubectl prints ages (`5m`, `3d`).
+fn age(t: chrono::DateTime<chrono::Utc>) -> Value {
+    let since = chrono::Utc::now().signed_duration_since(t);
+    Value::String(human_duration(since.to_std().unwrap_or_default()))
 }
 
 /// Evaluates a simple JSONPath (`.spec.toppings[0].name`, optionally in `{...}`).

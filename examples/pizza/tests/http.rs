@@ -207,7 +207,7 @@ async fn media_types_json_yaml_protobuf() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(columns, ["Name", "Cost", "Created At"]);
+    assert_eq!(columns, ["Name", "Cost", "Age"]);
     assert_eq!(table["rows"][0]["cells"][0], "ham");
     assert_eq!(table["rows"][0]["cells"][1], 2.0);
     assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");

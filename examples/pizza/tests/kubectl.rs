@@ -109,7 +109,7 @@ async fn create_get_list_patch_delete() {
     let table = server.kubectl_ok(&["get", "toppings"]);
     let header = table.lines().next().unwrap();
     assert!(
-        header.contains("NAME") && header.contains("COST") && header.contains("CREATED AT"),
+        header.contains("NAME") && header.contains("COST") && header.contains("AGE"),
         "{table}"
     );
     assert_eq!(table.lines().count(), 4, "{table}");

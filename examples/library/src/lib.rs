@@ -1,0 +1,151 @@
+//! A library of books (`library.example.com`): v2 (preferred) says a book has authors, v1 (the storage version)
+//! knew only one author and is declared lossless, so a book with several authors keeps them all.
+
+use std::sync::Arc;
+
+use apiserver::admission::{AnyObject, Attributes, Initializer, Operation, Plugin, PluginError};
+use apiserver::app::{App, RecommendedOptions, StartError, Started};
+use apiserver::meta::ObjectMeta;
+use apiserver::registry::{ApiError, Strategy};
+use apiserver::runtime::ResourceCodec;
+use apiserver::validation::{ErrorList, FieldError, Path};
+use apiserver::{async_trait, clap};
+
+/// The meaning of a book, whatever version a client speaks.
+#[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
+#[resource(
+    group = "library.example.com",
+    kind = "Book",
+    namespaced,
+    shortname = "bk",
+    printcolumn(name = "Title", type_ = "string", json_path = ".spec.title")
+)]
+pub struct Book {
+    pub metadata: ObjectMeta,
+    pub spec: BookSpec,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BookSpec {
+    pub title: String,
+    pub authors: Vec<String>,
+}
+
+pub mod v2 {
+    use apiserver::meta::ObjectMeta;
+
+    #[apiserver::served(hub = "crate::Book", version = "v2")]
+    pub struct Book {
+        pub metadata: ObjectMeta,
+        pub spec: BookSpec,
+    }
+
+    #[apiserver::served(hub = "crate::BookSpec")]
+    pub struct BookSpec {
+        pub title: String,
+        pub authors: Vec<String>,
+    }
+}
+
+pub mod v1 {
+    use apiserver::meta::ObjectMeta;
+
+    #[apiserver::served(hub = "crate::Book", version = "v1", lossless)]
+    pub struct Book {
+        pub metadata: ObjectMeta,
+        pub spec: BookSpec,
+    }
+
+    #[apiserver::served(hub = "crate::BookSpec")]
+    pub struct BookSpec {
+        pub title: String,
+        /// The first author.
+        #[versioned(rename = "authors", to_hub = "authors", from_hub = "first_author")]
+        pub author: String,
+    }
+
+    fn authors(author: &str) -> Vec<String> {
+        Some(author.to_string())
+            .filter(|a| !a.is_empty())
+            .into_iter()
+            .collect()
+    }
+
+    fn first_author(authors: &[String]) -> String {
+        authors.first().cloned().unwrap_or_default()
+    }
+}
+
+/// v2 is preferred (added first); books are stored as v1.
+pub fn book_codec() -> ResourceCodec<Book> {
+    ResourceCodec::new()
+        .version::<v2::Book>()
+        .version::<v1::Book>()
+        .storage_version("v1")
+}
+
+/// A book needs a title.
+pub struct BookStrategy;
+
+impl Strategy<Book> for BookStrategy {
+    fn validate(&self, book: &Book) -> ErrorList {
+        let mut errors = ErrorList::default();
+        if book.spec.title.is_empty() {
+            errors.push(FieldError::required(Path::new("spec").child("title"), ""));
+        }
+        errors
+    }
+
+    fn validate_update(&self, new: &Book, _old: &Book) -> ErrorList {
+        self.validate(new)
+    }
+}
+
+/// `NoAnonymousBooks`: a book names at least one author.
+pub struct NoAnonymousBooks;
+
+#[async_trait]
+impl Plugin for NoAnonymousBooks {
+    fn handles(&self, operation: Operation) -> bool {
+        operation == Operation::Create
+    }
+
+    async fn validate(
+        &self,
+        attributes: &Attributes,
+        object: Option<&AnyObject>,
+        _: Option<&AnyObject>,
+    ) -> Result<(), ApiError> {
+        match object.and_then(|o| o.downcast_ref::<Book>()) {
+            Some(book) if book.spec.authors.is_empty() => {
+                Err(attributes.forbidden("a book needs an author"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The command line: the framework's flags (the memory backend is the only one this server has).
+#[derive(Clone, Debug, clap::Parser)]
+#[command(
+    name = "library-apiserver",
+    version,
+    about = "Serves library.example.com"
+)]
+pub struct Options {
+    #[command(flatten)]
+    pub server: RecommendedOptions,
+}
+
+/// Assembles and binds the server; the caller runs it.
+pub async fn start(options: Options) -> Result<Started, StartError> {
+    let mut app = App::new("library-apiserver", options.server)
+        .version(apiserver::version_info!())
+        .open()
+        .await?;
+    app.store(book_codec(), BookStrategy)?;
+    app.admission_plugin("NoAnonymousBooks", true, |_: &Initializer| {
+        Ok::<Arc<dyn Plugin>, PluginError>(Arc::new(NoAnonymousBooks))
+    });
+    app.bind().await
+}
