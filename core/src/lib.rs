@@ -22,6 +22,7 @@ pub mod meta;
 pub mod metrics;
 pub mod openapi;
 pub mod registry;
+pub mod request;
 pub mod runtime;
 pub mod server;
 pub mod storage;

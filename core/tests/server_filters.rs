@@ -4,7 +4,7 @@
 mod server_support;
 
 use apiserver::auth::{AlwaysAllow, AlwaysDeny, User};
-use apiserver::endpoints::RequestInfo;
+use apiserver::request::RequestInfo;
 use apiserver::server::{AuditId, Server, Warnings};
 use axum::Router;
 use axum::routing::get;

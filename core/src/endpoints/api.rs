@@ -26,7 +26,7 @@ use crate::server::{ShutdownSignal, Warnings};
 use crate::telemetry::SPAN_TARGET;
 use tracing::Instrument;
 
-use super::RequestInfo;
+use crate::request::RequestInfo;
 
 /// Upstream's `MaxRequestBodyBytes` default: larger bodies get 413.
 pub const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;

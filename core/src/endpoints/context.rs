@@ -8,7 +8,6 @@ use bytes::BytesMut;
 use http::HeaderMap;
 use http_body_util::BodyExt;
 
-use super::RequestInfo;
 use super::api::MAX_REQUEST_BODY_BYTES;
 use super::output::Output;
 use super::params::Params;
@@ -17,6 +16,7 @@ use crate::auth::User;
 use crate::codec::{CodecError, FieldValidation, MediaType, negotiate_input};
 use crate::metrics::Metrics;
 use crate::registry::ApiError;
+use crate::request::RequestInfo;
 use crate::server::{ShutdownSignal, Warnings};
 
 /// How much of an oversized body is read and dropped before answering 413.

@@ -17,7 +17,6 @@ mod managed_fields;
 mod output;
 mod params;
 mod patch;
-pub mod request_info;
 mod scale;
 pub mod strategic_merge;
 mod table;
@@ -26,4 +25,3 @@ mod watch;
 
 pub use api::{Api, MAX_REQUEST_BODY_BYTES};
 pub use encoded::DEFAULT_ENCODED_OBJECT_BYTES;
-pub use request_info::{RequestInfo, RequestInfoFactory};

@@ -24,7 +24,7 @@
 //!
 //! ```
 //! use apiserver::auth::User;
-//! use apiserver::endpoints::RequestInfo;
+//! use apiserver::request::RequestInfo;
 //! use apiserver::server::{ShutdownSignal, Warnings};
 //! use axum::body::Body;
 //!

@@ -36,8 +36,8 @@ use crate::auth::{
     AlwaysDeny, AuthenticatedOrAnonymous, Authenticator, Authorizer, DEFAULT_ALWAYS_ALLOW_PATHS,
     PathAuthorizer, PeerCertificates, PrivilegedGroups, UnionAuthenticator, UnionAuthorizer,
 };
-use crate::endpoints::RequestInfoFactory;
 use crate::metrics::{self, Metrics};
+use crate::request::RequestInfoFactory;
 use crate::storage::Storage;
 
 /// How long a TLS handshake may take before the connection is dropped.

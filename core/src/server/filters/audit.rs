@@ -30,8 +30,9 @@ use crate::audit::{
     strip_managed_fields,
 };
 use crate::auth::{Attributes, User};
-use crate::endpoints::{MAX_REQUEST_BODY_BYTES, RequestInfo};
+use crate::endpoints::MAX_REQUEST_BODY_BYTES;
 use crate::meta::{MicroTime, Status};
+use crate::request::RequestInfo;
 use crate::server::ConnectionInfo;
 use crate::server::status::internal_error;
 
@@ -388,7 +389,7 @@ mod tests {
     use super::*;
     use crate::audit::{BatchConfig, Policy, Sink};
     use crate::auth::{AlwaysAllow, Anonymous};
-    use crate::endpoints::RequestInfoFactory;
+    use crate::request::RequestInfoFactory;
     use crate::server::FilterChain;
     use crate::server::filters::InFlightLimits;
     use axum::Router;

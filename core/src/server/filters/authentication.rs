@@ -18,9 +18,9 @@ use super::authorization::attributes;
 use super::traces::AuthenticationTime;
 use crate::audit::{AuditContext, Auditor, Level, ResponseStatus, Stage};
 use crate::auth::{Authenticated, Authenticator, User};
-use crate::endpoints::RequestInfo;
 use crate::meta::Status;
 use crate::metrics::Metrics;
+use crate::request::RequestInfo;
 use crate::server::status::{internal_error, status_response};
 
 /// What authentication needs: the authenticator, and the auditor that records failed attempts.

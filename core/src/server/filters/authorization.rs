@@ -11,9 +11,9 @@ use axum::response::Response;
 use super::request_info::request_uri;
 use crate::audit::{AuditContext, DECISION_ANNOTATION, REASON_ANNOTATION};
 use crate::auth::{Attributes, Authorizer, Decision, User, go_quote};
-use crate::endpoints::RequestInfo;
 use crate::meta::Status;
 use crate::metrics::Metrics;
+use crate::request::RequestInfo;
 use crate::server::status::{internal_error, status_response};
 
 /// Lets allowed requests through; the rest get 403 `Forbidden`, or 500 if the authorizer failed.

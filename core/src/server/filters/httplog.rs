@@ -10,7 +10,7 @@ use axum::response::Response;
 use http::header::{CONTENT_TYPE, USER_AGENT};
 
 use super::{AuditId, header_str};
-use crate::endpoints::RequestInfo;
+use crate::request::RequestInfo;
 use crate::server::ConnectionInfo;
 
 /// The target of access log lines (filter on it to keep or drop them alone).

@@ -11,8 +11,8 @@ use http::{HeaderValue, StatusCode, header};
 use tokio::sync::Semaphore;
 
 use crate::auth::{SYSTEM_PRIVILEGED_GROUP, User};
-use crate::endpoints::RequestInfo;
 use crate::metrics::Metrics;
+use crate::request::RequestInfo;
 
 /// The two pools of request slots.
 #[derive(Clone, Debug)]

@@ -4,7 +4,7 @@
 //! 0. [`transfer_encoding`]: 501 for a transfer coding other than `chunked` (what Go's HTTP server does first);
 //! 1. [`audit_id`]: the `Audit-ID` response header (the request's own, or a new UUID);
 //! 2. [`panic`]: a panic in anything below becomes a 500 `Status`, and the server keeps serving;
-//! 3. [`request_info`]: parses [`RequestInfo`](crate::endpoints::RequestInfo) once into the extensions;
+//! 3. [`request_info`]: parses [`RequestInfo`](crate::request::RequestInfo) once into the extensions;
 //!    [`httplog`] then writes the access log line of every request (at `-v=3`);
 //! 4. [`warning`]: a [`Warnings`] recorder in the extensions, written out as `Warning` headers;
 //! 5. [`timeout`]: 504 for a request that is not long-running and has not been answered in time;
@@ -40,8 +40,8 @@ use axum::middleware::{from_fn, from_fn_with_state};
 
 use crate::audit::Auditor;
 use crate::auth::{Authenticator, Authorizer};
-use crate::endpoints::RequestInfoFactory;
 use crate::metrics::Metrics;
+use crate::request::RequestInfoFactory;
 
 pub use audit_id::AuditId;
 pub use max_in_flight::InFlightLimits;
@@ -57,7 +57,7 @@ fn header_str(headers: &http::HeaderMap, name: impl http::header::AsHeaderName) 
 }
 
 /// Counts a request the chain cut short (a timeout, too many requests) in `apiserver_request_terminations_total`.
-fn terminated(metrics: &Metrics, info: &crate::endpoints::RequestInfo, code: u16) {
+fn terminated(metrics: &Metrics, info: &crate::request::RequestInfo, code: u16) {
     let labels = crate::metrics::RequestLabels::new(
         &info.verb,
         false,

@@ -7,7 +7,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http::request::Parts;
 
-use crate::endpoints::{RequestInfo, RequestInfoFactory};
+use crate::request::{RequestInfo, RequestInfoFactory};
 use crate::server::status::internal_error;
 
 /// Stores the request's [`RequestInfo`]; a URL that cannot be parsed (a `/watch/` with nothing after it)

@@ -10,9 +10,9 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::endpoints::RequestInfo;
 use crate::meta::{Status, StatusDetails, reason};
 use crate::metrics::Metrics;
+use crate::request::RequestInfo;
 use crate::server::status::status_response;
 
 /// Upstream's default `--request-timeout`.

@@ -16,7 +16,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::{AuditId, header_str};
 use crate::auth::User;
-use crate::endpoints::RequestInfo;
+use crate::request::RequestInfo;
 use crate::server::ConnectionInfo;
 use crate::telemetry::{
     SPAN_TARGET, is_sampled, may_sample, record_past_span, remote_parent, trusts_parent_of,
@@ -166,7 +166,7 @@ mod tests {
 
     use super::*;
     use crate::auth::{AlwaysAllow, AuthenticationError, Authenticator};
-    use crate::endpoints::RequestInfoFactory;
+    use crate::request::RequestInfoFactory;
     use crate::server::FilterChain;
     use crate::server::filters::InFlightLimits;
 
