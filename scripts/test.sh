@@ -23,6 +23,8 @@ export PIZZA_TEST_PYTHON="$PYTHON_CLIENT_VENV/bin/python"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The documentation is part of the product: broken links and bad markup fail the build.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 cargo test --workspace --locked
 # The benchmark harness in quick mode, the server as its own process (the debug build the tests just made).
 cargo run --locked -q -p apiserver-bench -- --quick --backends rocksdb,memory,sqlite,postgres,etcd

@@ -78,7 +78,7 @@ where
     PhaseResult::from_outcomes(name, concurrency, start.elapsed(), &outcomes, 200)
 }
 
-/// Reads of the keys [`etcd`] wrote, one key per request (what a server's GET without the cache costs).
+/// Reads of the keys `etcd` wrote, one key per request (what a server's GET without the cache costs).
 pub async fn etcd_gets(
     url: String,
     count: usize,

@@ -158,7 +158,7 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) / 100.0)
 }
 
-/// A memory figure of a process from /proc/<pid>/status (`VmRSS`, `VmHWM`), in MiB.
+/// A memory figure of a process from `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in MiB.
 pub fn memory_mib(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with(field))?;

@@ -1,8 +1,103 @@
 //! A framework for Kubernetes-style API servers (aggregated extension apiservers) with pluggable storage.
 //!
-//! Modules follow the path of a request: `meta` (wire types), `runtime` (objects, scheme),
-//! `codec` (JSON, YAML, protobuf), `endpoints` (REST handlers), `admission` (plugins), `validation` (field errors), `registry` (the generic store and strategies),
-//! `storage` (the backend contract, memory backend, watch cache).
+//! # From an empty crate to kubectl
+//!
+//! A server is a crate that depends on `apiserver` (and, for persistent storage, a backend crate such as
+//! `apiserver-storage-rocks`); everything else it needs is re-exported. `examples/library` is this guide as a
+//! crate, with its kubectl test.
+//!
+//! 1. **A hub type** says what an object means, in plain Rust, with its identity (group, kind, scope, columns):
+//!    `#[derive(Hub)]`.
+//! 2. **Served versions** are the wire shapes clients see, one struct per version, each with one attribute,
+//!    [`served`], which implies serde with Kubernetes' rules, protobuf, the OpenAPI schema and the conversion to and
+//!    from the hub (fields that differ name their conversion functions).
+//! 3. **A codec** lists the versions: the first added is the preferred one; `.storage_version(...)` picks the one
+//!    objects are stored in. A version that cannot say all the hub says is declared `lossless`.
+//! 4. **A strategy** ([`registry::Strategy`]) validates and prepares objects; **admission plugins**
+//!    ([`admission::Plugin`]) see every write.
+//! 5. **The server** ([`app::App`]) takes the command line, opens the chosen backend, serves each type's store
+//!    with discovery, OpenAPI, authentication and authorization (standalone or delegated to a cluster), and writes
+//!    a kubeconfig: `kubectl --kubeconfig <data-dir>/kubeconfig get books` works at once.
+//!
+//! ```no_run
+//! use apiserver::app::{App, RecommendedOptions, StartError, Started};
+//! use apiserver::meta::ObjectMeta;
+//! use apiserver::registry::Strategy;
+//! use apiserver::runtime::ResourceCodec;
+//! use apiserver::clap;
+//!
+//! /// 1. The hub.
+//! #[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
+//! #[resource(group = "library.example.com", kind = "Book", namespaced)]
+//! pub struct Book {
+//!     pub metadata: ObjectMeta,
+//!     pub spec: BookSpec,
+//! }
+//!
+//! #[derive(Clone, Debug, Default, PartialEq)]
+//! pub struct BookSpec {
+//!     pub title: String,
+//! }
+//!
+//! /// 2. A served version.
+//! mod v1 {
+//!     use apiserver::meta::ObjectMeta;
+//!
+//!     #[apiserver::served(hub = "super::Book", version = "v1")]
+//!     pub struct Book {
+//!         pub metadata: ObjectMeta,
+//!         pub spec: BookSpec,
+//!     }
+//!
+//!     #[apiserver::served(hub = "super::BookSpec")]
+//!     pub struct BookSpec {
+//!         pub title: String,
+//!     }
+//! }
+//!
+//! /// 4. The rules (here: none beyond the framework's).
+//! struct BookStrategy;
+//! impl Strategy<Book> for BookStrategy {}
+//!
+//! #[derive(clap::Parser)]
+//! /// Serves library.example.com.
+//! struct Options {
+//!     #[command(flatten)]
+//!     server: RecommendedOptions,
+//! }
+//!
+//! /// 5. The server.
+//! async fn start(options: Options) -> Result<Started, StartError> {
+//!     let mut app = App::new("library-apiserver", options.server).open().await?;
+//!     // 3. The codec: v1, stored as v1.
+//!     app.store(ResourceCodec::new().version::<v1::Book>(), BookStrategy)?;
+//!     app.bind().await
+//! }
+//!
+//! #[apiserver::tokio::main(crate = "apiserver::tokio")]
+//! async fn main() -> std::process::ExitCode {
+//!     let options = <Options as clap::Parser>::parse();
+//!     apiserver::app::main("library-apiserver", &options.server.clone(), start(options)).await
+//! }
+//! ```
+//!
+//! # Modules
+//!
+//! They follow the path of a request: [`app`] (a whole server), [`server`] (TLS, the filter chain, health,
+//! shutdown), [`request`] (what a request is about), [`auth`] (authentication, authorization), [`audit`],
+//! [`endpoints`] (REST handlers), [`admission`] (plugins), [`registry`] (the generic store and strategies),
+//! [`validation`] (field errors), [`runtime`] (objects, versions, conversion), [`codec`] (JSON, YAML, protobuf),
+//! [`meta`] (wire types), [`storage`] (the backend contract, the memory backend, the watch cache), beside
+//! [`discovery`], [`openapi`], [`metrics`], [`logging`], [`telemetry`], [`cluster`] (the core cluster) and
+//! [`controller`] (in-process controllers).
+//!
+//! # Writing a storage backend
+//!
+//! Implement [`storage::Storage`] (its doc comments are the contract: revisions, preconditions, list paging and
+//! consistency, watch semantics and errors), prove it with the shared conformance suite (with the `testing`
+//! feature, `apiserver::storage_conformance!(|| async { Arc::new(MyStore::new().await) as Arc<dyn Storage> });`
+//! in the backend's tests: the backend is done when the whole suite passes), and let servers choose it by flag by
+//! implementing [`app::StorageBackend`] on the backend's `clap` options.
 
 pub mod admission;
 pub mod app;

@@ -12,7 +12,7 @@ use crate::codec::MediaType;
 use crate::registry::ApiError;
 use crate::storage::StoredObject;
 
-/// The default budget of [`EncodedObjects`].
+/// The default budget of the encoded-object cache (`--encoded-object-cache-bytes`).
 pub const DEFAULT_ENCODED_OBJECT_BYTES: usize = 64 * 1024 * 1024;
 
 /// What an entry costs beyond its bytes (key, map slot, list links).

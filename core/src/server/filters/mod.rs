@@ -3,7 +3,7 @@
 //!
 //! 0. [`transfer_encoding`]: 501 for a transfer coding other than `chunked` (what Go's HTTP server does first);
 //! 1. [`audit_id`]: the `Audit-ID` response header (the request's own, or a new UUID);
-//! 2. [`panic`]: a panic in anything below becomes a 500 `Status`, and the server keeps serving;
+//! 2. [`panic`](mod@panic): a panic in anything below becomes a 500 `Status`, and the server keeps serving;
 //! 3. [`request_info`]: parses [`RequestInfo`](crate::request::RequestInfo) once into the extensions;
 //!    [`httplog`] then writes the access log line of every request (at `-v=3`);
 //! 4. [`warning`]: a [`Warnings`] recorder in the extensions, written out as `Warning` headers;
