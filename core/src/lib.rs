@@ -129,6 +129,7 @@ pub use apiserver_derive::{Hub, Versioned, served};
 // Re-exported for the code the derives generate and so that users need no direct dependency on them.
 pub use async_trait::async_trait;
 pub use clap;
+pub use futures;
 pub use prost;
 pub use schemars;
 pub use schemars::JsonSchema;

@@ -31,6 +31,7 @@ fn kinds() -> Vec<KindDescription> {
             short_names: &["wd"],
             categories: &["all"],
             subresources: &[],
+            custom_subresources: Vec::new(),
             versions: vec!["v1alpha1", "v1", "v1beta1"],
             schemas: BTreeMap::from([
                 ("v1alpha1", schema("v1alpha1", "Widget")),
@@ -47,6 +48,7 @@ fn kinds() -> Vec<KindDescription> {
             short_names: &[],
             categories: &[],
             subresources: &[],
+            custom_subresources: Vec::new(),
             versions: vec!["v1"],
             schemas: BTreeMap::from([("v1", schema("v1", "Gadget"))]),
         },

@@ -60,7 +60,7 @@ use crate::cluster::CoreCluster;
 use crate::codec::MediaType;
 use crate::controller::is_enabled;
 use crate::discovery::Discovery;
-use crate::endpoints::Api;
+use crate::endpoints::{Api, Subresource};
 use crate::metrics::Metrics;
 use crate::openapi::OpenApi;
 use crate::registry::{Store, Strategy};
@@ -278,6 +278,19 @@ impl Assembly {
         self.resources
             .push(Box::new(move |api| api.resource(served)));
         Ok(store)
+    }
+
+    /// Serves the subresource `name` of a stored resource with user code (an action such as `pizzas/bake`, or a
+    /// stream such as `pizzas/log`), listed in discovery and authorized as `<verb> <plural>/<name>`.
+    pub fn subresource<T: Resource>(
+        &mut self,
+        store: &Store<T>,
+        name: &'static str,
+        handler: impl Subresource<T>,
+    ) {
+        let store = store.clone();
+        self.resources
+            .push(Box::new(move |api| api.subresource(&store, name, handler)));
     }
 
     /// Registers an admission plugin after those registered before (`--enable-admission-plugins` and

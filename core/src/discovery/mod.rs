@@ -250,6 +250,24 @@ fn api_resources(kind: &KindDescription) -> Vec<APIResource> {
             storage_version_hash: String::new(),
         });
     }
+    for custom in &kind.custom_subresources {
+        // An answer that is not an object of its own is listed with the parent's kind, as `pods/log` is.
+        let (group, version, response_kind) = custom.response_kind.unwrap_or(("", "", kind.kind));
+        resources.push(APIResource {
+            name: format!("{}/{}", kind.plural, custom.name),
+            singular_name: String::new(),
+            namespaced: kind.namespaced,
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: response_kind.to_string(),
+            verbs: Verbs {
+                items: custom.verbs.iter().map(|v| v.to_string()).collect(),
+            },
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            storage_version_hash: String::new(),
+        });
+    }
     resources
 }
 
@@ -309,6 +327,28 @@ fn resource_discovery(kind: &KindDescription, version: &str) -> APIResourceDisco
                 accepted_types: Vec::new(),
                 verbs: STATUS_VERBS.iter().map(|v| v.to_string()).collect(),
             })
+            .chain(
+                kind.custom_subresources
+                    .iter()
+                    .map(|custom| APISubresourceDiscovery {
+                        subresource: custom.name.to_string(),
+                        // Not an object of its own: the parent's kind, as `pods/log`.
+                        response_kind: Some(match custom.response_kind {
+                            Some((group, version, kind)) => crate::meta::GroupVersionKind {
+                                group: group.to_string(),
+                                version: version.to_string(),
+                                kind: kind.to_string(),
+                            },
+                            None => crate::meta::GroupVersionKind {
+                                group: kind.group.to_string(),
+                                version: version.to_string(),
+                                kind: kind.kind.to_string(),
+                            },
+                        }),
+                        accepted_types: Vec::new(),
+                        verbs: custom.verbs.iter().map(|v| v.to_string()).collect(),
+                    }),
+            )
             .collect(),
     }
 }

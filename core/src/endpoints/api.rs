@@ -14,12 +14,14 @@ use http::StatusCode;
 
 use super::context::Context;
 use super::encoded::EncodedObjects;
+use super::subresource::{Subresource, SubresourceEndpoint};
 use super::{create, delete, get, list, patch, update, watch};
 use crate::admission::Chain;
 use crate::audit::{AuditContext, AuditId};
 use crate::auth::User;
 use crate::metrics::{InFlight, Metrics, RequestLabels};
 use crate::registry::Store;
+use crate::runtime::SubresourceDescription;
 use crate::runtime::{KindDescription, Resource};
 use crate::server::status::{method_not_allowed, not_found};
 use crate::server::{ShutdownSignal, Warnings};
@@ -38,6 +40,11 @@ pub(crate) trait ResourceEndpoint: Send + Sync {
     fn namespaced(&self) -> bool;
     fn serves(&self, version: &str) -> bool;
     async fn serve(&self, context: Context, verb: Verb, body: Body) -> Response;
+    /// Whether this endpoint, when it is a subresource, answers `verb` (`status` and `scale`: get, update and patch
+    /// of one object, as upstream's REST).
+    fn answers(&self, verb: Verb) -> bool {
+        matches!(verb, Verb::Get | Verb::Update | Verb::Patch)
+    }
     /// Object count and average size, for the main resource (not subresources).
     async fn object_stats(&self) -> Option<Result<(u64, u64), String>> {
         None
@@ -115,6 +122,8 @@ impl<T: Resource> ResourceEndpoint for Endpoint<T> {
 #[derive(Clone, Default)]
 pub struct Api {
     resources: HashMap<(String, String), Arc<dyn ResourceEndpoint>>,
+    /// Custom subresources of each resource, for discovery.
+    custom: HashMap<(String, String), Vec<SubresourceDescription>>,
     order: Vec<(String, String)>,
     admission: Arc<Chain>,
     encoded: Arc<EncodedObjects>,
@@ -175,13 +184,43 @@ impl Api {
         self
     }
 
+    /// Serves the subresource `name` of `T` (`pizzas/bake`) with user code. `T` must be served already.
+    pub fn subresource<T: Resource>(
+        mut self,
+        store: &Store<T>,
+        name: &'static str,
+        handler: impl Subresource<T>,
+    ) -> Self {
+        let handler: Arc<dyn Subresource<T>> = Arc::new(handler);
+        let description = SubresourceDescription {
+            name,
+            verbs: handler.verbs(),
+            response_kind: handler.response_kind(),
+        };
+        let parent = (T::GROUP.to_string(), T::PLURAL.to_string());
+        let descriptions = self.custom.entry(parent).or_default();
+        descriptions.retain(|d| d.name != name);
+        descriptions.push(description);
+        self.resources.insert(
+            (T::GROUP.to_string(), format!("{}/{name}", T::PLURAL)),
+            Arc::new(SubresourceEndpoint {
+                store: store.clone(),
+                handler,
+            }),
+        );
+        self
+    }
+
     /// What discovery and OpenAPI describe: every served kind, in the order added. Builds the schemas: call it
     /// once at startup.
     pub fn descriptions(&self) -> Vec<KindDescription> {
         self.order
             .iter()
-            .filter_map(|key| self.resources.get(key))
-            .map(|r| r.description())
+            .filter_map(|key| {
+                let mut description = self.resources.get(key)?.description();
+                description.custom_subresources = self.custom.get(key).cloned().unwrap_or_default();
+                Some(description)
+            })
             .collect()
     }
 
@@ -258,8 +297,7 @@ impl Api {
             Err(NoRoute::NotFound) => return not_found(),
             Err(NoRoute::MethodNotAllowed) => return method_not_allowed(),
         };
-        // A subresource (`status`, `scale`) answers get, update and patch of one object, as upstream's REST.
-        if subresource && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+        if subresource && !endpoint.answers(verb) {
             return method_not_allowed();
         }
         let context = Context {
@@ -427,10 +465,11 @@ fn route_verb(info: &RequestInfo, namespaced: bool) -> Result<Verb, NoRoute> {
     if namespaced && !has_namespace && !matches!(verb, Verb::List | Verb::Watch) {
         return Err(NoRoute::MethodNotAllowed);
     }
+    // A create names an object only on a subresource (`POST pizzas/<name>/bake`, as `pods/<name>/eviction`).
+    let subresource = !info.subresource.is_empty();
     match (verb, names_object) {
-        (Verb::Create, true) | (Verb::Update | Verb::Patch, false) => {
-            Err(NoRoute::MethodNotAllowed)
-        }
+        (Verb::Create, true) if !subresource => Err(NoRoute::MethodNotAllowed),
+        (Verb::Update | Verb::Patch, false) => Err(NoRoute::MethodNotAllowed),
         _ => Ok(verb),
     }
 }

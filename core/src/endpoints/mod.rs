@@ -19,9 +19,11 @@ mod params;
 mod patch;
 mod scale;
 pub mod strategic_merge;
+mod subresource;
 mod table;
 mod update;
 mod watch;
 
 pub use api::{Api, MAX_REQUEST_BODY_BYTES};
 pub use encoded::DEFAULT_ENCODED_OBJECT_BYTES;
+pub use subresource::{Answer, Subresource, SubresourceRequest};

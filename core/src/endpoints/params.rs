@@ -21,6 +21,11 @@ impl Params {
         )
     }
 
+    /// Every parameter, in order.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        self.0.clone()
+    }
+
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0
             .iter()

@@ -23,5 +23,7 @@ pub use patch::{
 };
 pub use resource::{PrinterColumn, Resource, ScalePaths, Scope};
 pub use schema::openapi_schema;
-pub use scheme::{DecodeError, Decoded, EncodeError, KindDescription, ResourceCodec};
+pub use scheme::{
+    DecodeError, Decoded, EncodeError, KindDescription, ResourceCodec, SubresourceDescription,
+};
 pub use versioned::Versioned;

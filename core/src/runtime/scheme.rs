@@ -593,6 +593,7 @@ impl<H: Resource> ResourceCodec<H> {
             short_names: H::SHORT_NAMES,
             categories: H::CATEGORIES,
             subresources: H::SUBRESOURCES,
+            custom_subresources: Vec::new(),
             versions: self.versions().collect(),
             schemas: self
                 .versions
@@ -614,9 +615,20 @@ pub struct KindDescription {
     pub short_names: &'static [&'static str],
     pub categories: &'static [&'static str],
     pub subresources: &'static [&'static str],
+    /// Subresources answered by the server's own code (`Api::subresource`).
+    pub custom_subresources: Vec<SubresourceDescription>,
     pub versions: Vec<&'static str>,
     /// The OpenAPI v3 schema of each served version's root type.
     pub schemas: BTreeMap<&'static str, serde_json::Value>,
+}
+
+/// How discovery lists a custom subresource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubresourceDescription {
+    pub name: &'static str,
+    pub verbs: &'static [&'static str],
+    /// `(group, version, kind)` of the answer, if it is an object.
+    pub response_kind: Option<(&'static str, &'static str, &'static str)>,
 }
 
 #[cfg(test)]

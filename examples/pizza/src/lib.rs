@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod cost;
+pub mod kitchen;
 pub mod oven;
 pub mod restaurant;
 pub mod server;

@@ -9,6 +9,7 @@ use apiserver_storage_sql::SqlStorageOptions;
 
 use crate::admission::{PIZZA_TOPPINGS, PizzaToppings};
 use crate::cost::{self, COST_CONTROLLER};
+use crate::kitchen;
 use crate::oven::{self, OVEN_CONTROLLER};
 use crate::strategy::{OvenStrategy, PizzaStrategy, ToppingStrategy};
 use crate::{oven_codec, pizza_codec, topping_codec};
@@ -59,6 +60,8 @@ pub async fn start(options: Options) -> Result<Started, StartError> {
     let pizzas = app.store(pizza_codec(), PizzaStrategy)?;
     let toppings = app.store(topping_codec(), ToppingStrategy)?;
     let ovens = app.store(oven_codec(), OvenStrategy)?;
+    app.subresource(&pizzas, "bake", kitchen::Bake);
+    app.subresource(&pizzas, "log", kitchen::Log);
     app.admission_plugin(PIZZA_TOPPINGS, true, PizzaToppings::build);
     app.controller(COST_CONTROLLER, move |shutdown| {
         cost::run(pizzas, toppings, shutdown)

@@ -734,3 +734,74 @@ async fn controllers_flag_chooses_the_controllers() {
         "--controllers: \"nosuch\" is not in the list of known controllers"
     );
 }
+
+/// Subresources answered by the server's code: an action answering with another kind and a text stream, both in
+/// discovery with their own verbs.
+#[tokio::test(flavor = "multi_thread")]
+async fn bake_and_log_subresources() {
+    let server = TestServer::start(&[]).await;
+    server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
+    server.kubectl_stdin_ok(&["create", "-f", "-"], MARGHERITA);
+    let base =
+        "/apis/restaurant.programming-kubernetes.info/v1beta1/namespaces/default/pizzas/margherita";
+
+    let receipt = server.kubectl_stdin_ok(
+        &["create", "--raw", &format!("{base}/bake"), "-f", "-"],
+        "{}",
+    );
+    let receipt = parse(receipt.as_bytes());
+    assert_eq!(receipt["kind"], "BakeReceipt");
+    assert_eq!(receipt["pizza"], "margherita");
+    assert_eq!(receipt["bakedBy"], "pizza-admin");
+    assert!(receipt["portions"].as_i64().unwrap() > 0, "{receipt}");
+
+    let log = server.kubectl_ok(&["get", "--raw", &format!("{base}/log")]);
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.first(), Some(&"margherita: dough rolled"), "{log}");
+    assert_eq!(lines.last(), Some(&"margherita: into the oven"), "{log}");
+    assert!(lines.len() > 2, "{log}");
+
+    // Only the declared verbs: GET of the action and POST to the log are 405.
+    let out = server.kubectl(&["get", "--raw", &format!("{base}/bake")]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("MethodNotAllowed")
+            || String::from_utf8_lossy(&out.stderr).contains("405"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A missing pizza is the usual 404.
+    let out = server.kubectl(&[
+        "get",
+        "--raw",
+        &base
+            .replace("margherita", "nosuch")
+            .to_string()
+            .replace("nosuch", "nosuch/log"),
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("NotFound"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let discovery = parse(
+        server
+            .kubectl_ok(&[
+                "get",
+                "--raw",
+                "/apis/restaurant.programming-kubernetes.info/v1beta1",
+            ])
+            .as_bytes(),
+    );
+    let resources = discovery["resources"].as_array().unwrap();
+    let find = |name: &str| {
+        resources
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {discovery}"))
+    };
+    assert_eq!(find("pizzas/bake")["verbs"], serde_json::json!(["create"]));
+    assert_eq!(find("pizzas/bake")["kind"], "BakeReceipt");
+    assert_eq!(find("pizzas/log")["verbs"], serde_json::json!(["get"]));
+}

@@ -349,12 +349,20 @@ async fn discovery_and_openapi_list_pizzas_status() {
             .find(|r| r["resource"] == "pizzas")
             .unwrap();
         assert_eq!(
-            pizzas["subresources"],
-            json!([{"subresource": "status",
+            pizzas["subresources"][0],
+            json!({"subresource": "status",
                     "responseKind": {"group": "restaurant.programming-kubernetes.info",
                                      "version": version["version"], "kind": "Pizza"},
-                    "verbs": ["get", "patch", "update"]}])
+                    "verbs": ["get", "patch", "update"]})
         );
+        // Then the kitchen's own subresources (`kitchen.rs`).
+        let names: Vec<&str> = pizzas["subresources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["subresource"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["status", "bake", "log"]);
     }
 
     let (code, openapi) = call(
