@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use apiserver::storage::optimistic::{self, Latest, OptimisticStore, Outcome};
 use apiserver::storage::{
     GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Stats, Storage, StorageError,
     StoredObject, TryUpdate, ValidateDeletion, WatchOptions, WatchStream, encode_continue,
@@ -169,14 +170,16 @@ impl EtcdStorage {
         Ok((obj, rev))
     }
 
-    /// Runs `txn` = If(mod_revision(key) == expected) Then(op) Else(Get(key)). On success returns the write's
-    /// revision; on conflict, the current object (`None` when absent) read by the same round trip.
+    /// Runs `txn` = If(mod_revision(key) == expected) Then(op) Else(Get(key)) (`expected` 0: absent). On success
+    /// returns the written object, holding `value`, with the write's revision; on conflict, the current object
+    /// (`None` when absent) read by the same round trip.
     async fn cas(
         &self,
         key: &str,
         expected: u64,
         op: TxnOp,
-    ) -> Result<Result<u64, Option<StoredObject>>, StorageError> {
+        value: Bytes,
+    ) -> Result<Outcome, StorageError> {
         let expected = i64::try_from(expected)
             .map_err(|_| StorageError::Internal(format!("revision {expected} out of range")))?;
         let txn = Txn::new()
@@ -189,9 +192,13 @@ impl EtcdStorage {
             .await
             .map_err(|e| storage_error(e, key))?;
         if resp.succeeded() {
-            return Ok(Ok(header_revision(resp.header())));
+            return Ok(Outcome::Written(StoredObject {
+                key: key.to_string(),
+                value,
+                revision: header_revision(resp.header()),
+            }));
         }
-        Ok(Err(else_get(resp)?))
+        Ok(Outcome::Conflict(else_get(resp)?))
     }
 
     pub(crate) async fn too_large(&self, requested: u64) -> StorageError {
@@ -258,6 +265,55 @@ impl EtcdStorage {
 
     pub(crate) fn compacted(&self) -> &Arc<AtomicU64> {
         &self.inner.compacted
+    }
+}
+
+/// The store's conditional writes for the optimistic loop: each is one transaction comparing the key's
+/// `mod_revision`, whose else branch reads the key, so a conflict hands back the current object in the same round
+/// trip. Reads report the response header's revision, which a key-not-found error carries.
+struct Occ<'a>(&'a EtcdStorage);
+
+#[async_trait]
+impl OptimisticStore for Occ<'_> {
+    async fn latest(&self, key: &str) -> Result<Latest, StorageError> {
+        let (object, revision) = self.0.read(key).await?;
+        Ok(Latest {
+            object,
+            revision: Some(revision),
+        })
+    }
+
+    async fn create_if_absent(&self, key: &str, value: Bytes) -> Result<Outcome, StorageError> {
+        let op = TxnOp::put(key, value.to_vec(), None);
+        self.0.cas(key, 0, op, value).await
+    }
+
+    async fn compare_and_swap(
+        &self,
+        key: &str,
+        expected: &StoredObject,
+        value: Bytes,
+    ) -> Result<Outcome, StorageError> {
+        let op = TxnOp::put(key, value.to_vec(), None);
+        self.0.cas(key, expected.revision, op, value).await
+    }
+
+    async fn compare_and_delete(
+        &self,
+        key: &str,
+        expected: &StoredObject,
+    ) -> Result<Outcome, StorageError> {
+        let op = TxnOp::delete(key, None);
+        self.0
+            .cas(key, expected.revision, op, expected.value.clone())
+            .await
+    }
+
+    async fn key_not_found(&self, key: &str, seen: Option<u64>) -> StorageError {
+        StorageError::KeyNotFound {
+            key: key.to_string(),
+            revision: seen.unwrap_or(0),
+        }
     }
 }
 
@@ -432,88 +488,15 @@ impl Storage for EtcdStorage {
         try_update: &mut dyn TryUpdate,
         cached_existing: Option<StoredObject>,
     ) -> Result<StoredObject, StorageError> {
-        validate_key(key)?;
-        let mut from_cache = cached_existing.is_some();
-        let (mut current, mut seen_rev) = match cached_existing {
-            Some(c) => (Some(c), 0),
-            None => self.read(key).await?,
-        };
-        loop {
-            let Some(cur) = current.clone() else {
-                if !ignore_not_found {
-                    return Err(StorageError::KeyNotFound {
-                        key: key.to_string(),
-                        revision: seen_rev,
-                    });
-                }
-                // Create on update: only if the key is still absent.
-                let new = try_update.try_update(None).await?;
-                match self
-                    .cas(key, 0, TxnOp::put(key, new.to_vec(), None))
-                    .await?
-                {
-                    Ok(revision) => {
-                        return Ok(StoredObject {
-                            key: key.to_string(),
-                            value: new,
-                            revision,
-                        });
-                    }
-                    Err(live) => {
-                        current = live;
-                        from_cache = false;
-                        continue;
-                    }
-                }
-            };
-            if let Some(p) = preconditions
-                && let Err(e) = p.check(&cur)
-            {
-                if !from_cache {
-                    return Err(e);
-                }
-                (current, seen_rev) = stale_or_fail(self.read(key).await?, &cur, e)?;
-                from_cache = false;
-                continue;
-            }
-            let new = match try_update.try_update(Some(cur.clone())).await {
-                Ok(new) => new,
-                Err(e) if from_cache => {
-                    (current, seen_rev) = stale_or_fail(self.read(key).await?, &cur, e)?;
-                    from_cache = false;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            if new == cur.value {
-                if !from_cache {
-                    return Ok(cur);
-                }
-                // Confirm the cached state before skipping the write.
-                let (fresh, rev) = self.read(key).await?;
-                if fresh.as_ref().is_some_and(|f| f.revision == cur.revision) {
-                    return Ok(cur);
-                }
-                (current, seen_rev, from_cache) = (fresh, rev, false);
-                continue;
-            }
-            match self
-                .cas(key, cur.revision, TxnOp::put(key, new.to_vec(), None))
-                .await?
-            {
-                Ok(revision) => {
-                    return Ok(StoredObject {
-                        key: key.to_string(),
-                        value: new,
-                        revision,
-                    });
-                }
-                Err(live) => {
-                    current = live;
-                    from_cache = false;
-                }
-            }
-        }
+        optimistic::guaranteed_update(
+            &Occ(self),
+            key,
+            ignore_not_found,
+            preconditions,
+            try_update,
+            cached_existing,
+        )
+        .await
     }
 
     async fn delete(
@@ -523,54 +506,14 @@ impl Storage for EtcdStorage {
         validate_deletion: &mut dyn ValidateDeletion,
         cached_existing: Option<StoredObject>,
     ) -> Result<StoredObject, StorageError> {
-        validate_key(key)?;
-        let mut from_cache = cached_existing.is_some();
-        let (mut current, mut seen_rev) = match cached_existing {
-            Some(c) => (Some(c), 0),
-            None => self.read(key).await?,
-        };
-        loop {
-            let Some(cur) = current.clone() else {
-                return Err(StorageError::KeyNotFound {
-                    key: key.to_string(),
-                    revision: seen_rev,
-                });
-            };
-            if let Some(p) = preconditions
-                && let Err(e) = p.check(&cur)
-            {
-                if !from_cache {
-                    return Err(e);
-                }
-                (current, seen_rev) = stale_or_fail(self.read(key).await?, &cur, e)?;
-                from_cache = false;
-                continue;
-            }
-            if let Err(e) = validate_deletion.validate(cur.clone()).await {
-                if !from_cache {
-                    return Err(e);
-                }
-                (current, seen_rev) = stale_or_fail(self.read(key).await?, &cur, e)?;
-                from_cache = false;
-                continue;
-            }
-            match self
-                .cas(key, cur.revision, TxnOp::delete(key, None))
-                .await?
-            {
-                Ok(revision) => {
-                    return Ok(StoredObject {
-                        key: key.to_string(),
-                        value: cur.value,
-                        revision,
-                    });
-                }
-                Err(live) => {
-                    current = live;
-                    from_cache = false;
-                }
-            }
-        }
+        optimistic::delete(
+            &Occ(self),
+            key,
+            preconditions,
+            validate_deletion,
+            cached_existing,
+        )
+        .await
     }
 
     async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream, StorageError> {
@@ -766,19 +709,6 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     }
     // Every byte is 0xff: no upper bound ("\0" means "to the end" to etcd).
     vec![0]
-}
-
-/// After a failure computed on a cached (possibly stale) object: if the store moved on, retry with the fresh
-/// object; otherwise the failure stands.
-fn stale_or_fail(
-    fresh: (Option<StoredObject>, u64),
-    used: &StoredObject,
-    err: StorageError,
-) -> Result<(Option<StoredObject>, u64), StorageError> {
-    match &fresh.0 {
-        Some(f) if f.revision == used.revision => Err(err),
-        _ => Ok(fresh),
-    }
 }
 
 /// Whether an etcd of `version` answers progress requests only once its watches are in sync. Before 3.4.31 and

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use apiserver::storage::optimistic::{self, Latest, OptimisticStore, Outcome};
 use apiserver::storage::{
     Change, GetOptions, ListOptions, ListResult, Preconditions, Stats, Storage, StorageError,
     StoredObject, TryUpdate, ValidateDeletion, WatchOptions, WatchStream, validate_key,
@@ -25,7 +26,7 @@ use crate::encoding::{
 };
 use crate::scan::{self, meta};
 use crate::watch::{self, Watchers};
-use crate::writer::{self, Op, Outcome, Request};
+use crate::writer::{self, Op, Request};
 
 /// Maps a RocksDB error.
 pub(crate) fn db_err(e: rocksdb::Error) -> StorageError {
@@ -309,16 +310,57 @@ impl RocksStorage {
     }
 }
 
-/// Re-reads after a failure computed on a cached (possibly stale) object: if the store moved on, the caller
-/// retries with the fresh object; otherwise the failure stands.
-fn stale_or_fail(
-    fresh: Option<StoredObject>,
-    used: &StoredObject,
-    err: StorageError,
-) -> Result<Option<StoredObject>, StorageError> {
-    match &fresh {
-        Some(f) if f.revision == used.revision => Err(err),
-        _ => Ok(fresh),
+/// The store's conditional writes for the optimistic loop: each is decided by the writer thread against the
+/// key's current state (group commit included), which also compares a swap's bytes with the stored ones.
+struct Occ<'a>(&'a RocksStorage);
+
+#[async_trait]
+impl OptimisticStore for Occ<'_> {
+    async fn latest(&self, key: &str) -> Result<Latest, StorageError> {
+        Ok(Latest {
+            object: self.0.read_latest(key).await?,
+            revision: None,
+        })
+    }
+
+    async fn create_if_absent(&self, key: &str, value: Bytes) -> Result<Outcome, StorageError> {
+        let op = Op::Put {
+            value,
+            expected: None,
+        };
+        self.0.submit(key, op).await
+    }
+
+    async fn compare_and_swap(
+        &self,
+        key: &str,
+        expected: &StoredObject,
+        value: Bytes,
+    ) -> Result<Outcome, StorageError> {
+        let op = Op::Put {
+            value,
+            expected: Some(expected.revision),
+        };
+        self.0.submit(key, op).await
+    }
+
+    async fn compare_and_delete(
+        &self,
+        key: &str,
+        expected: &StoredObject,
+    ) -> Result<Outcome, StorageError> {
+        let op = Op::Delete {
+            expected: expected.revision,
+        };
+        self.0.submit(key, op).await
+    }
+
+    async fn key_not_found(&self, key: &str, _seen: Option<u64>) -> StorageError {
+        self.0.not_found(key)
+    }
+
+    fn swap_compares_values(&self) -> bool {
+        true
     }
 }
 
@@ -365,68 +407,15 @@ impl Storage for RocksStorage {
         try_update: &mut dyn TryUpdate,
         cached_existing: Option<StoredObject>,
     ) -> Result<StoredObject, StorageError> {
-        validate_key(key)?;
-        let mut from_cache = cached_existing.is_some();
-        let mut current = match cached_existing {
-            Some(c) => Some(c),
-            None => self.read_latest(key).await?,
-        };
-        loop {
-            let Some(cur) = current.clone() else {
-                if !ignore_not_found {
-                    return Err(self.not_found(key));
-                }
-                // Create on update.
-                let new = try_update.try_update(None).await?;
-                match self
-                    .submit(
-                        key,
-                        Op::Put {
-                            value: new,
-                            expected: None,
-                        },
-                    )
-                    .await?
-                {
-                    Outcome::Written(obj) | Outcome::Unchanged(obj) => return Ok(obj),
-                    Outcome::Conflict(live) => {
-                        current = live;
-                        from_cache = false;
-                        continue;
-                    }
-                }
-            };
-            if let Some(p) = preconditions
-                && let Err(e) = p.check(&cur)
-            {
-                if !from_cache {
-                    return Err(e);
-                }
-                current = stale_or_fail(self.read_latest(key).await?, &cur, e)?;
-                from_cache = false;
-                continue;
-            }
-            let new = match try_update.try_update(Some(cur.clone())).await {
-                Ok(new) => new,
-                Err(e) if from_cache => {
-                    current = stale_or_fail(self.read_latest(key).await?, &cur, e)?;
-                    from_cache = false;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            let op = Op::Put {
-                value: new,
-                expected: Some(cur.revision),
-            };
-            match self.submit(key, op).await? {
-                Outcome::Written(obj) | Outcome::Unchanged(obj) => return Ok(obj),
-                Outcome::Conflict(live) => {
-                    current = live;
-                    from_cache = false;
-                }
-            }
-        }
+        optimistic::guaranteed_update(
+            &Occ(self),
+            key,
+            ignore_not_found,
+            preconditions,
+            try_update,
+            cached_existing,
+        )
+        .await
     }
 
     async fn delete(
@@ -436,44 +425,14 @@ impl Storage for RocksStorage {
         validate_deletion: &mut dyn ValidateDeletion,
         cached_existing: Option<StoredObject>,
     ) -> Result<StoredObject, StorageError> {
-        validate_key(key)?;
-        let mut from_cache = cached_existing.is_some();
-        let mut current = match cached_existing {
-            Some(c) => Some(c),
-            None => self.read_latest(key).await?,
-        };
-        loop {
-            let Some(cur) = current.clone() else {
-                return Err(self.not_found(key));
-            };
-            if let Some(p) = preconditions
-                && let Err(e) = p.check(&cur)
-            {
-                if !from_cache {
-                    return Err(e);
-                }
-                current = stale_or_fail(self.read_latest(key).await?, &cur, e)?;
-                from_cache = false;
-                continue;
-            }
-            if let Err(e) = validate_deletion.validate(cur.clone()).await {
-                if !from_cache {
-                    return Err(e);
-                }
-                current = stale_or_fail(self.read_latest(key).await?, &cur, e)?;
-                from_cache = false;
-                continue;
-            }
-            let op = Op::Delete {
-                expected: cur.revision,
-            };
-            match self.submit(key, op).await? {
-                Outcome::Written(obj) => return Ok(obj),
-                Outcome::Unchanged(live) => current = Some(live),
-                Outcome::Conflict(live) => current = live,
-            }
-            from_cache = false;
-        }
+        optimistic::delete(
+            &Occ(self),
+            key,
+            preconditions,
+            validate_deletion,
+            cached_existing,
+        )
+        .await
     }
 
     async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream, StorageError> {

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
+use apiserver::storage::optimistic::Outcome;
 use apiserver::storage::{Change, StorageError, StoredObject};
 use bytes::Bytes;
 use rocksdb::{WriteBatch, WriteOptions};
@@ -33,17 +34,6 @@ pub(crate) enum Op {
     Put { value: Bytes, expected: Option<u64> },
     /// Delete the key if it is at `expected`.
     Delete { expected: u64 },
-}
-
-/// What a conditional write did.
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    /// Written; for a deletion the object carries the deleted value and the deletion revision.
-    Written(StoredObject),
-    /// The new bytes equal the stored ones: nothing was written; this is the current object.
-    Unchanged(StoredObject),
-    /// The condition failed; this is what the key holds now.
-    Conflict(Option<StoredObject>),
 }
 
 /// One queued write and where to send its result.

@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use apiserver::storage::optimistic::{self, Latest, OptimisticStore, Outcome};
 use apiserver::storage::{
     Change, GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Stats, Storage,
     StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent, WatchOptions, WatchStream,
@@ -337,16 +338,65 @@ fn bounds(range: &KeyRange) -> (String, String) {
     }
 }
 
-/// Re-reads after a failure computed on a cached (possibly stale) object: if the store moved on, the caller
-/// retries with the fresh object; otherwise the failure stands.
-fn stale_or_fail(
-    fresh: Option<StoredObject>,
-    used: &StoredObject,
-    err: StorageError,
-) -> Result<Option<StoredObject>, StorageError> {
-    match &fresh {
-        Some(f) if f.revision == used.revision => Err(err),
-        _ => Ok(fresh),
+/// The store's conditional writes for the optimistic loop: each write is one statement (or transaction) that
+/// checks the expected state of the key and reports what the key holds when it does not match.
+struct Occ<'a>(&'a SqlStorage);
+
+impl Occ<'_> {
+    /// Stores `value` if the key is as `expect` says.
+    async fn put(&self, key: &str, expect: Expect, value: Bytes) -> Result<Outcome, StorageError> {
+        Ok(match self.0.write(key, expect, Some(&value)).await? {
+            WriteOutcome::Written { revision, .. } => Outcome::Written(StoredObject {
+                key: key.to_string(),
+                value,
+                revision,
+            }),
+            WriteOutcome::Conflict(live) => Outcome::Conflict(live),
+        })
+    }
+}
+
+#[async_trait]
+impl OptimisticStore for Occ<'_> {
+    async fn latest(&self, key: &str) -> Result<Latest, StorageError> {
+        Ok(Latest {
+            object: self.0.read_latest(key).await?,
+            revision: None,
+        })
+    }
+
+    async fn create_if_absent(&self, key: &str, value: Bytes) -> Result<Outcome, StorageError> {
+        self.put(key, Expect::Absent, value).await
+    }
+
+    async fn compare_and_swap(
+        &self,
+        key: &str,
+        expected: &StoredObject,
+        value: Bytes,
+    ) -> Result<Outcome, StorageError> {
+        self.put(key, Expect::Revision(expected.revision), value)
+            .await
+    }
+
+    async fn compare_and_delete(
+        &self,
+        key: &str,
+        expected: &StoredObject,
+    ) -> Result<Outcome, StorageError> {
+        let expect = Expect::Revision(expected.revision);
+        Ok(match self.0.write(key, expect, None).await? {
+            WriteOutcome::Written { revision, prev } => Outcome::Written(StoredObject {
+                key: key.to_string(),
+                value: prev.unwrap_or_else(|| expected.value.clone()),
+                revision,
+            }),
+            WriteOutcome::Conflict(live) => Outcome::Conflict(live),
+        })
+    }
+
+    async fn key_not_found(&self, key: &str, _seen: Option<u64>) -> StorageError {
+        self.0.not_found(key).await
     }
 }
 
@@ -452,84 +502,15 @@ impl Storage for SqlStorage {
         try_update: &mut dyn TryUpdate,
         cached_existing: Option<StoredObject>,
     ) -> Result<StoredObject, StorageError> {
-        validate_key(key)?;
-        let mut from_cache = cached_existing.is_some();
-        let mut current = match cached_existing {
-            Some(c) => Some(c),
-            None => self.read_latest(key).await?,
-        };
-        loop {
-            let Some(cur) = current.clone() else {
-                if !ignore_not_found {
-                    return Err(self.not_found(key).await);
-                }
-                // Create on update.
-                let new = try_update.try_update(None).await?;
-                match self.write(key, Expect::Absent, Some(&new)).await? {
-                    WriteOutcome::Written { revision, .. } => {
-                        return Ok(StoredObject {
-                            key: key.to_string(),
-                            value: new,
-                            revision,
-                        });
-                    }
-                    WriteOutcome::Conflict(live) => {
-                        current = live;
-                        from_cache = false;
-                        continue;
-                    }
-                }
-            };
-            if let Some(p) = preconditions
-                && let Err(e) = p.check(&cur)
-            {
-                if !from_cache {
-                    return Err(e);
-                }
-                current = stale_or_fail(self.read_latest(key).await?, &cur, e)?;
-                from_cache = false;
-                continue;
-            }
-            let new = match try_update.try_update(Some(cur.clone())).await {
-                Ok(new) => new,
-                Err(e) if from_cache => {
-                    current = stale_or_fail(self.read_latest(key).await?, &cur, e)?;
-                    from_cache = false;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            if new == cur.value {
-                if !from_cache {
-                    return Ok(cur);
-                }
-                // Confirm the cached state before answering "unchanged" from it.
-                let fresh = self.read_latest(key).await?;
-                if fresh.as_ref().is_some_and(|f| f.revision == cur.revision) {
-                    return Ok(cur);
-                }
-                current = fresh;
-                from_cache = false;
-                continue;
-            }
-            match self
-                .write(key, Expect::Revision(cur.revision), Some(&new))
-                .await?
-            {
-                WriteOutcome::Written { revision, .. } => {
-                    return Ok(StoredObject {
-                        key: key.to_string(),
-                        value: new,
-                        revision,
-                    });
-                }
-                WriteOutcome::Conflict(live) => {
-                    // Retry on what is there now.
-                    current = live;
-                    from_cache = false;
-                }
-            }
-        }
+        optimistic::guaranteed_update(
+            &Occ(self),
+            key,
+            ignore_not_found,
+            preconditions,
+            try_update,
+            cached_existing,
+        )
+        .await
     }
 
     async fn delete(
@@ -539,51 +520,14 @@ impl Storage for SqlStorage {
         validate_deletion: &mut dyn ValidateDeletion,
         cached_existing: Option<StoredObject>,
     ) -> Result<StoredObject, StorageError> {
-        validate_key(key)?;
-        let mut from_cache = cached_existing.is_some();
-        let mut current = match cached_existing {
-            Some(c) => Some(c),
-            None => self.read_latest(key).await?,
-        };
-        loop {
-            let Some(cur) = current.clone() else {
-                return Err(self.not_found(key).await);
-            };
-            if let Some(p) = preconditions
-                && let Err(e) = p.check(&cur)
-            {
-                if !from_cache {
-                    return Err(e);
-                }
-                current = stale_or_fail(self.read_latest(key).await?, &cur, e)?;
-                from_cache = false;
-                continue;
-            }
-            if let Err(e) = validate_deletion.validate(cur.clone()).await {
-                if !from_cache {
-                    return Err(e);
-                }
-                current = stale_or_fail(self.read_latest(key).await?, &cur, e)?;
-                from_cache = false;
-                continue;
-            }
-            match self
-                .write(key, Expect::Revision(cur.revision), None)
-                .await?
-            {
-                WriteOutcome::Written { revision, prev } => {
-                    return Ok(StoredObject {
-                        key: key.to_string(),
-                        value: prev.unwrap_or(cur.value),
-                        revision,
-                    });
-                }
-                WriteOutcome::Conflict(live) => {
-                    current = live;
-                    from_cache = false;
-                }
-            }
-        }
+        optimistic::delete(
+            &Occ(self),
+            key,
+            preconditions,
+            validate_deletion,
+            cached_existing,
+        )
+        .await
     }
 
     async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream, StorageError> {

@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use super::optimistic::{self, Latest, OptimisticStore, Outcome};
 use super::{
     Change, EventType, GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Stats,
     Storage, StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent, WatchOptions,
@@ -242,16 +243,83 @@ impl MemoryStorage {
     }
 }
 
-/// Re-reads after a failure computed on a cached (possibly stale) object: if the store moved on, the caller
-/// retries with the fresh object; otherwise the failure stands.
-fn stale_or_fail(
-    fresh: Option<StoredObject>,
-    used: &StoredObject,
-    err: StorageError,
-) -> Result<Option<StoredObject>, StorageError> {
-    match &fresh {
-        Some(f) if f.revision == used.revision => Err(err),
-        _ => Ok(fresh),
+/// The store's conditional writes for the optimistic loop: each is one step under the lock, and a swap compares
+/// the new bytes with the stored ones there.
+struct Occ<'a>(&'a MemoryStorage);
+
+#[async_trait]
+impl OptimisticStore for Occ<'_> {
+    async fn latest(&self, key: &str) -> Result<Latest, StorageError> {
+        Ok(Latest {
+            object: self.0.read_latest(key),
+            revision: None,
+        })
+    }
+
+    async fn create_if_absent(&self, key: &str, value: Bytes) -> Result<Outcome, StorageError> {
+        let mut s = self.0.lock();
+        if let Some(live) = s.latest(key) {
+            return Ok(Outcome::Conflict(Some(live)));
+        }
+        let revision = s.write(key, Some(value.clone()));
+        Ok(Outcome::Written(StoredObject {
+            key: key.to_string(),
+            value,
+            revision,
+        }))
+    }
+
+    async fn compare_and_swap(
+        &self,
+        key: &str,
+        expected: &StoredObject,
+        value: Bytes,
+    ) -> Result<Outcome, StorageError> {
+        let mut s = self.0.lock();
+        Ok(match s.latest(key) {
+            Some(live) if live.revision == expected.revision => {
+                if live.value == value {
+                    return Ok(Outcome::Unchanged(live));
+                }
+                let revision = s.write(key, Some(value.clone()));
+                Outcome::Written(StoredObject {
+                    key: key.to_string(),
+                    value,
+                    revision,
+                })
+            }
+            live => Outcome::Conflict(live),
+        })
+    }
+
+    async fn compare_and_delete(
+        &self,
+        key: &str,
+        expected: &StoredObject,
+    ) -> Result<Outcome, StorageError> {
+        let mut s = self.0.lock();
+        Ok(match s.latest(key) {
+            Some(live) if live.revision == expected.revision => {
+                let revision = s.write(key, None);
+                Outcome::Written(StoredObject {
+                    key: key.to_string(),
+                    value: live.value,
+                    revision,
+                })
+            }
+            live => Outcome::Conflict(live),
+        })
+    }
+
+    async fn key_not_found(&self, key: &str, _seen: Option<u64>) -> StorageError {
+        StorageError::KeyNotFound {
+            key: key.to_string(),
+            revision: self.0.lock().revision,
+        }
+    }
+
+    fn swap_compares_values(&self) -> bool {
+        true
     }
 }
 
@@ -375,75 +443,15 @@ impl Storage for MemoryStorage {
         try_update: &mut dyn TryUpdate,
         cached_existing: Option<StoredObject>,
     ) -> Result<StoredObject, StorageError> {
-        validate_key(key)?;
-        let mut from_cache = cached_existing.is_some();
-        let mut current = match cached_existing {
-            Some(c) => Some(c),
-            None => self.read_latest(key),
-        };
-        loop {
-            let Some(cur) = current.clone() else {
-                if !ignore_not_found {
-                    return Err(StorageError::KeyNotFound {
-                        key: key.to_string(),
-                        revision: self.lock().revision,
-                    });
-                }
-                // Create on update.
-                let new = try_update.try_update(None).await?;
-                let mut s = self.lock();
-                if let Some(live) = s.latest(key) {
-                    drop(s);
-                    current = Some(live);
-                    from_cache = false;
-                    continue;
-                }
-                let revision = s.write(key, Some(new.clone()));
-                return Ok(StoredObject {
-                    key: key.to_string(),
-                    value: new,
-                    revision,
-                });
-            };
-            if let Some(p) = preconditions
-                && let Err(e) = p.check(&cur)
-            {
-                if !from_cache {
-                    return Err(e);
-                }
-                current = stale_or_fail(self.read_latest(key), &cur, e)?;
-                from_cache = false;
-                continue;
-            }
-            let new = match try_update.try_update(Some(cur.clone())).await {
-                Ok(new) => new,
-                Err(e) if from_cache => {
-                    current = stale_or_fail(self.read_latest(key), &cur, e)?;
-                    from_cache = false;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            let mut s = self.lock();
-            match s.latest(key) {
-                Some(live) if live.revision == cur.revision => {
-                    if live.value == new {
-                        return Ok(live);
-                    }
-                    let revision = s.write(key, Some(new.clone()));
-                    return Ok(StoredObject {
-                        key: key.to_string(),
-                        value: new,
-                        revision,
-                    });
-                }
-                live => {
-                    // Conflict: retry on what is there now.
-                    current = live;
-                    from_cache = false;
-                }
-            }
-        }
+        optimistic::guaranteed_update(
+            &Occ(self),
+            key,
+            ignore_not_found,
+            preconditions,
+            try_update,
+            cached_existing,
+        )
+        .await
     }
 
     async fn delete(
@@ -453,53 +461,14 @@ impl Storage for MemoryStorage {
         validate_deletion: &mut dyn ValidateDeletion,
         cached_existing: Option<StoredObject>,
     ) -> Result<StoredObject, StorageError> {
-        validate_key(key)?;
-        let mut from_cache = cached_existing.is_some();
-        let mut current = match cached_existing {
-            Some(c) => Some(c),
-            None => self.read_latest(key),
-        };
-        loop {
-            let Some(cur) = current.clone() else {
-                return Err(StorageError::KeyNotFound {
-                    key: key.to_string(),
-                    revision: self.lock().revision,
-                });
-            };
-            if let Some(p) = preconditions
-                && let Err(e) = p.check(&cur)
-            {
-                if !from_cache {
-                    return Err(e);
-                }
-                current = stale_or_fail(self.read_latest(key), &cur, e)?;
-                from_cache = false;
-                continue;
-            }
-            if let Err(e) = validate_deletion.validate(cur.clone()).await {
-                if !from_cache {
-                    return Err(e);
-                }
-                current = stale_or_fail(self.read_latest(key), &cur, e)?;
-                from_cache = false;
-                continue;
-            }
-            let mut s = self.lock();
-            match s.latest(key) {
-                Some(live) if live.revision == cur.revision => {
-                    let revision = s.write(key, None);
-                    return Ok(StoredObject {
-                        key: key.to_string(),
-                        value: live.value,
-                        revision,
-                    });
-                }
-                live => {
-                    current = live;
-                    from_cache = false;
-                }
-            }
-        }
+        optimistic::delete(
+            &Occ(self),
+            key,
+            preconditions,
+            validate_deletion,
+            cached_existing,
+        )
+        .await
     }
 
     async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream, StorageError> {

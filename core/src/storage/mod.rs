@@ -23,6 +23,7 @@ pub mod instrumented;
 pub mod keys;
 pub mod labels;
 pub mod memory;
+pub mod optimistic;
 mod predicate;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -369,7 +370,8 @@ pub trait Storage: Send + Sync + 'static {
     /// Optimistically updates `key`: read (or take `cached_existing` as a guess), check `preconditions`, run
     /// `try_update`, write if the revision is unchanged, retry on conflict. If the new bytes equal the stored
     /// bytes nothing is written and the current object is returned. With `ignore_not_found`, a missing key passes
-    /// `None` to `try_update` and the result is created.
+    /// `None` to `try_update` and the result is created. [`optimistic::guaranteed_update`] implements it on a
+    /// backend's conditional writes.
     async fn guaranteed_update(
         &self,
         key: &str,
@@ -381,7 +383,7 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Deletes `key` after checking `preconditions` and `validate_deletion` against the current object (or
     /// `cached_existing` as a first guess), retrying on conflict. Returns the deleted value with the revision of
-    /// the deletion.
+    /// the deletion. [`optimistic::delete`] implements it on a backend's conditional writes.
     async fn delete(
         &self,
         key: &str,
