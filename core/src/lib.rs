@@ -97,7 +97,9 @@
 //! consistency, watch semantics and errors), prove it with the shared conformance suite (with the `testing`
 //! feature, `apiserver::storage_conformance!(|| async { Arc::new(MyStore::new().await) as Arc<dyn Storage> });`
 //! in the backend's tests: the backend is done when the whole suite passes), and let servers choose it by flag by
-//! implementing [`app::StorageBackend`] on the backend's `clap` options.
+//! implementing [`app::StorageBackend`] on the backend's `clap` options. `guaranteed_update` and `delete` need not
+//! be written again: implement the four conditional operations of [`storage::optimistic::OptimisticStore`] and
+//! call its driver, as every backend here does.
 
 pub mod admission;
 pub mod app;
