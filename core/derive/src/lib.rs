@@ -54,6 +54,9 @@ pub fn derive_hub(input: TokenStream) -> TokenStream {
 /// - `lossless`: what this version cannot express of the hub is kept in an annotation
 ///   (`<plural>.<group>/<preferred version>`) instead of being lost, as upstream's conversions of such versions
 ///   do; for a version that drops or narrows hub fields, above all a storage version.
+/// - `to_hub = "path::fn", from_hub = "path::fn"`: converts the whole struct with these functions
+///   (`fn(&Self) -> Hub` and back; upstream's hand-written `Convert_*` functions) instead of field by field, for a
+///   version whose fields do not map one to one onto the hub's. Field attributes then only carry patch metadata.
 ///
 /// Field attributes:
 ///
@@ -89,8 +92,8 @@ pub fn derive_versioned(input: TokenStream) -> TokenStream {
 ///
 /// - derives `Clone`, `PartialEq`, serde's `Serialize` and `Deserialize`, `prost::Message`, `schemars::JsonSchema`
 ///   and [`Versioned`] through `apiserver`'s re-exports (the user's crate needs none of them);
-/// - its arguments are [`Versioned`]'s (`hub = "..."`, `version = "..."`, `default = "..."`), and field attributes
-///   `#[versioned(...)]` keep their meaning;
+/// - its arguments are [`Versioned`]'s (`hub = "..."`, `version = "..."`, `default = "..."`, `to_hub = "..."`,
+///   `from_hub = "..."`), and field attributes `#[versioned(...)]` keep their meaning;
 /// - JSON names are camelCase unless the struct says `#[serde(rename_all = "...")]`; a field without its own
 ///   `#[serde(...)]` reads a missing or `null` value as its zero value, as Go's decoder does, and is always
 ///   written unless marked `#[served(omitempty)]` (then its zero value is left out, as Go's `omitempty`);
@@ -591,6 +594,8 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
     let mut version: Option<String> = None;
     let mut default: Option<Path> = None;
     let mut lossless = false;
+    let mut whole_to_hub: Option<Path> = None;
+    let mut whole_from_hub: Option<Path> = None;
     for attr in input
         .attrs
         .iter()
@@ -605,9 +610,13 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
                 default = Some(meta.value()?.parse::<LitStr>()?.parse()?);
             } else if meta.path.is_ident("lossless") {
                 lossless = true;
+            } else if meta.path.is_ident("to_hub") {
+                whole_to_hub = Some(meta.value()?.parse::<LitStr>()?.parse()?);
+            } else if meta.path.is_ident("from_hub") {
+                whole_from_hub = Some(meta.value()?.parse::<LitStr>()?.parse()?);
             } else {
                 return Err(meta.error(
-                    "unknown versioned attribute; expected hub, version, default or lossless",
+                    "unknown versioned attribute; expected hub, version, default, lossless, to_hub or from_hub",
                 ));
             }
             Ok(())
@@ -619,6 +628,12 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
             "missing #[versioned(hub = \"path::Type\")]",
         )
     })?;
+    if whole_to_hub.is_some() != whole_from_hub.is_some() {
+        return Err(syn::Error::new(
+            input.ident.span(),
+            "give both `to_hub` and `from_hub`, or neither",
+        ));
+    }
     let name = &input.ident;
     let rename_all = serde_string(&input.attrs, "rename_all");
     let mut to_hub = Vec::new();
@@ -658,6 +673,19 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
                 (&&::apiserver::runtime::PatchProbe::<#ty>::new()).annotate_field(field);
             }
         });
+        if whole_to_hub.is_some() {
+            if options.skip
+                || options.rename.is_some()
+                || options.to_hub.is_some()
+                || options.from_hub.is_some()
+            {
+                return Err(syn::Error::new(
+                    field.span(),
+                    "a struct converted whole by `to_hub`/`from_hub` takes no field conversions",
+                ));
+            }
+            continue;
+        }
         if options.skip {
             from_hub.push(quote! { #ident: ::std::default::Default::default() });
             continue;
@@ -675,16 +703,23 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
     }
+    let (to_hub, from_hub) = match (&whole_to_hub, &whole_from_hub) {
+        (Some(to), Some(from)) => (quote!(#to(self)), quote!(#from(self))),
+        _ => (
+            quote!(#hub { #(#to_hub),* }),
+            quote!(#name { #(#from_hub),* }),
+        ),
+    };
     let conversions = quote! {
         impl ::apiserver::runtime::Convert<#hub> for #name {
             fn convert(&self) -> #hub {
-                #hub { #(#to_hub),* }
+                #to_hub
             }
         }
 
         impl ::apiserver::runtime::Convert<#name> for #hub {
             fn convert(&self) -> #name {
-                #name { #(#from_hub),* }
+                #from_hub
             }
         }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::chain::{Chain, Plugin};
-use crate::registry::{ApiError, Store};
+use crate::registry::{ApiError, ListRequest, Store};
 use crate::runtime::Resource;
 
 /// Which plugins to turn on or off (the values of `--enable-admission-plugins` / `--disable-admission-plugins` in
@@ -157,6 +157,16 @@ impl<T: Resource> Lister<T> {
             Err(e) if e.reason == crate::meta::reason::NOT_FOUND => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Every object (in one namespace, or all with `None`), as upstream's `Lister.List(labels.Everything())`;
+    /// any resourceVersion the cache holds will do.
+    pub async fn list(&self, namespace: Option<&str>) -> Result<Vec<T>, ApiError> {
+        let request = ListRequest {
+            resource_version: Some(0),
+            ..ListRequest::default()
+        };
+        Ok(self.store.list(namespace, &request).await?.items)
     }
 }
 

@@ -110,6 +110,7 @@ pub struct App {
     backends: Vec<Box<dyn StorageBackend>>,
     prefix: Option<String>,
     version: Option<VersionInfo>,
+    openapi_info: Option<(String, String)>,
 }
 
 impl App {
@@ -122,6 +123,7 @@ impl App {
             backends: Vec::new(),
             prefix: None,
             version: None,
+            openapi_info: None,
         }
     }
 
@@ -141,6 +143,13 @@ impl App {
     /// What `/version` reports (use [`version_info!`](crate::version_info)).
     pub fn version(mut self, version: VersionInfo) -> App {
         self.version = Some(version);
+        self
+    }
+
+    /// The `info.title` and `info.version` of the OpenAPI documents, as upstream's `OpenAPIConfig.Info` (default:
+    /// the server's name and the version `/version` reports).
+    pub fn openapi_info(mut self, title: impl Into<String>, version: impl Into<String>) -> App {
+        self.openapi_info = Some((title.into(), version.into()));
         self
     }
 
@@ -196,6 +205,7 @@ impl App {
             name: self.name,
             options: self.options,
             version: self.version,
+            openapi_info: self.openapi_info,
             data_dir,
             prefix,
             format,
@@ -223,6 +233,7 @@ pub struct Assembly {
     name: String,
     options: RecommendedOptions,
     version: Option<VersionInfo>,
+    openapi_info: Option<(String, String)>,
     data_dir: PathBuf,
     prefix: String,
     format: MediaType,
@@ -365,11 +376,11 @@ impl Assembly {
         let version = self
             .version
             .unwrap_or_else(|| VersionInfo::for_crate("0", "0", "0.0.0"));
-        let openapi = OpenApi::new(
-            &descriptions,
-            &self.name,
-            version.git_version.trim_start_matches('v'),
-        );
+        let (title, info_version) = self.openapi_info.unwrap_or_else(|| {
+            let version = version.git_version.trim_start_matches('v').to_string();
+            (self.name.clone(), version)
+        });
+        let openapi = OpenApi::new(&descriptions, &title, &info_version);
         // Upstream's check names on etcd; the other backends' are named after them.
         let mut builder = Server::builder(self.name.clone())
             .metrics(self.metrics.clone())

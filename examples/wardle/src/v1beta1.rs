@@ -1,0 +1,29 @@
+//! `v1beta1`: both references and their type, as the hub. The preferred version of flunders.
+
+use apiserver::meta::ObjectMeta;
+
+use crate::wardle;
+
+/// A flunder.
+#[apiserver::served(hub = "wardle::Flunder", version = "v1beta1")]
+pub struct Flunder {
+    pub metadata: ObjectMeta,
+    pub spec: FlunderSpec,
+    pub status: FlunderStatus,
+}
+
+#[apiserver::served(hub = "wardle::FlunderSpec")]
+pub struct FlunderSpec {
+    /// A name of another flunder, mutually exclusive to the fischerReference.
+    #[served(omitempty)]
+    pub flunder_reference: String,
+    /// A name of a fischer, mutually exclusive to the flunderReference.
+    #[served(omitempty)]
+    pub fischer_reference: String,
+    /// The reference type: "Flunder" or "Fischer".
+    #[served(omitempty)]
+    pub reference_type: String,
+}
+
+#[apiserver::served(hub = "wardle::FlunderStatus")]
+pub struct FlunderStatus {}
