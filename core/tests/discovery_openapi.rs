@@ -32,6 +32,7 @@ fn kinds() -> Vec<KindDescription> {
             categories: &["all"],
             subresources: &[],
             custom_subresources: Vec::new(),
+            read_only: false,
             versions: vec!["v1alpha1", "v1", "v1beta1"],
             schemas: BTreeMap::from([
                 ("v1alpha1", schema("v1alpha1", "Widget")),
@@ -49,6 +50,7 @@ fn kinds() -> Vec<KindDescription> {
             categories: &[],
             subresources: &[],
             custom_subresources: Vec::new(),
+            read_only: false,
             versions: vec!["v1"],
             schemas: BTreeMap::from([("v1", schema("v1", "Gadget"))]),
         },

@@ -60,7 +60,7 @@ use crate::cluster::CoreCluster;
 use crate::codec::MediaType;
 use crate::controller::is_enabled;
 use crate::discovery::Discovery;
-use crate::endpoints::{Api, Subresource};
+use crate::endpoints::{Api, Provider, Subresource};
 use crate::metrics::Metrics;
 use crate::openapi::OpenApi;
 use crate::registry::{Store, Strategy};
@@ -289,6 +289,13 @@ impl Assembly {
         self.resources
             .push(Box::new(move |api| api.resource(served)));
         Ok(store)
+    }
+
+    /// Serves a resource whose objects `provider` gives (`get` and `list` only), in discovery and OpenAPI in the
+    /// order added, authorized and audited as stored ones.
+    pub fn provided<T: Resource>(&mut self, codec: ResourceCodec<T>, provider: impl Provider<T>) {
+        self.resources
+            .push(Box::new(move |api| api.provided(codec, provider)));
     }
 
     /// Serves the subresource `name` of a stored resource with user code (an action such as `pizzas/bake`, or a

@@ -271,6 +271,15 @@ fn api_resources(kind: &KindDescription) -> Vec<APIResource> {
     resources
 }
 
+/// The verbs of a kind's main resource: all of them when stored, `get` and `list` when provided by code.
+fn resource_verbs(kind: &KindDescription) -> &'static [&'static str] {
+    if kind.read_only {
+        &["get", "list"]
+    } else {
+        &RESOURCE_VERBS
+    }
+}
+
 fn api_resource(kind: &KindDescription) -> APIResource {
     APIResource {
         name: kind.plural.to_string(),
@@ -280,7 +289,7 @@ fn api_resource(kind: &KindDescription) -> APIResource {
         version: String::new(),
         kind: kind.kind.to_string(),
         verbs: Verbs {
-            items: RESOURCE_VERBS.iter().map(|v| v.to_string()).collect(),
+            items: resource_verbs(kind).iter().map(|v| v.to_string()).collect(),
         },
         short_names: kind.short_names.iter().map(|s| s.to_string()).collect(),
         categories: kind.categories.iter().map(|s| s.to_string()).collect(),
@@ -303,7 +312,7 @@ fn resource_discovery(kind: &KindDescription, version: &str) -> APIResourceDisco
         }
         .to_string(),
         singular_resource: kind.singular.to_string(),
-        verbs: RESOURCE_VERBS.iter().map(|v| v.to_string()).collect(),
+        verbs: resource_verbs(kind).iter().map(|v| v.to_string()).collect(),
         short_names: kind.short_names.iter().map(|s| s.to_string()).collect(),
         categories: kind.categories.iter().map(|s| s.to_string()).collect(),
         subresources: kind

@@ -14,6 +14,7 @@ use http::StatusCode;
 
 use super::context::Context;
 use super::encoded::EncodedObjects;
+use super::provided::{ProvidedEndpoint, Provider};
 use super::subresource::{Subresource, SubresourceEndpoint};
 use super::{create, delete, get, list, patch, update, watch};
 use crate::admission::Chain;
@@ -22,7 +23,7 @@ use crate::auth::User;
 use crate::metrics::{InFlight, Metrics, RequestLabels};
 use crate::registry::Store;
 use crate::runtime::SubresourceDescription;
-use crate::runtime::{KindDescription, Resource};
+use crate::runtime::{KindDescription, Resource, ResourceCodec};
 use crate::server::status::{method_not_allowed, not_found};
 use crate::server::{ShutdownSignal, Warnings};
 use crate::telemetry::SPAN_TARGET;
@@ -179,6 +180,25 @@ impl Api {
             admission: self.admission.clone(),
             frames: Arc::default(),
             encoded: self.encoded.clone(),
+        };
+        self.resources.insert(key, Arc::new(endpoint));
+        self
+    }
+
+    /// Serves `T` with objects from `provider` (`get` and `list` only; writes and watches are 405), in every version
+    /// `codec` serves.
+    pub fn provided<T: Resource>(
+        mut self,
+        codec: ResourceCodec<T>,
+        provider: impl Provider<T>,
+    ) -> Self {
+        let key = (T::GROUP.to_string(), T::PLURAL.to_string());
+        if !self.resources.contains_key(&key) {
+            self.order.push(key.clone());
+        }
+        let endpoint = ProvidedEndpoint {
+            codec,
+            provider: Arc::new(provider),
         };
         self.resources.insert(key, Arc::new(endpoint));
         self

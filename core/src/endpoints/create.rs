@@ -52,7 +52,7 @@ pub(super) async fn create<T: Resource>(
             .await?;
         context.warn_all(&written.warnings);
         render_object(
-            endpoint,
+            endpoint.store.codec(),
             &context,
             output,
             StatusCode::CREATED,

@@ -46,7 +46,9 @@ pub(super) async fn delete<T: Resource>(
             StatusCode::OK
         };
         match deletion {
-            Deletion::Pending(object) => render_object(endpoint, &context, output, code, &object),
+            Deletion::Pending(object) => {
+                render_object(endpoint.store.codec(), &context, output, code, &object)
+            }
             Deletion::Deleted(object) | Deletion::AlreadyPending(object) => {
                 let status = Status {
                     details: Some(StatusDetails {
@@ -110,7 +112,13 @@ pub(super) async fn delete_collection<T: Resource>(
                 Err(e) => return Err(e),
             }
         }
-        render_list(endpoint, &context, output, StatusCode::OK, &deleted)
+        render_list(
+            endpoint.store.codec(),
+            &context,
+            output,
+            StatusCode::OK,
+            &deleted,
+        )
     }
     .await;
     finish(&context, result)

@@ -13,7 +13,7 @@ use super::output::{
 use super::table::{IncludeObject, table};
 use crate::meta::ListMeta;
 use crate::registry::ApiError;
-use crate::runtime::Resource;
+use crate::runtime::{Resource, ResourceCodec};
 
 pub(super) async fn get<T: Resource>(endpoint: &Endpoint<T>, context: Context) -> Response {
     let result = async {
@@ -46,7 +46,13 @@ pub(super) async fn get<T: Resource>(endpoint: &Endpoint<T>, context: Context) -
             .store
             .get(context.namespace(), context.name(), resource_version)
             .await?;
-        render_object(endpoint, &context, output, StatusCode::OK, &object)
+        render_object(
+            endpoint.store.codec(),
+            &context,
+            output,
+            StatusCode::OK,
+            &object,
+        )
     }
     .await;
     finish(&context, result)
@@ -54,7 +60,7 @@ pub(super) async fn get<T: Resource>(endpoint: &Endpoint<T>, context: Context) -
 
 /// Encodes one object in the request's version and negotiated form.
 pub(super) fn render_object<T: Resource>(
-    endpoint: &Endpoint<T>,
+    codec: &ResourceCodec<T>,
     context: &Context,
     output: Output,
     code: StatusCode,
@@ -66,9 +72,7 @@ pub(super) fn render_object<T: Resource>(
     let media_type = output.media_type;
     let body = match output.transform {
         Transform::None | Transform::PartialObjectMetadataList => {
-            let body = endpoint
-                .store
-                .codec()
+            let body = codec
                 .encode(object, context.version(), media_type)
                 .map_err(ApiError::internal)?;
             prettify(media_type, output.pretty, body)
@@ -87,7 +91,7 @@ pub(super) fn render_object<T: Resource>(
                 ..ListMeta::default()
             };
             let table = table(
-                endpoint.store.codec(),
+                codec,
                 context.version(),
                 std::slice::from_ref(object),
                 metadata,

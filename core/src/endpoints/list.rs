@@ -15,7 +15,7 @@ use super::table::{IncludeObject, table};
 use crate::codec::MediaType;
 use crate::meta::PartialObjectMetadataList;
 use crate::registry::{ApiError, ListRequest, ObjectList, Store};
-use crate::runtime::Resource;
+use crate::runtime::{Resource, ResourceCodec};
 use crate::storage::StoredObject;
 
 pub(super) async fn list<T: Resource>(endpoint: &Endpoint<T>, context: Context) -> Response {
@@ -31,7 +31,13 @@ pub(super) async fn list<T: Resource>(endpoint: &Endpoint<T>, context: Context) 
             return render_encoded_list(endpoint, &context, media_type, &list);
         }
         let list = endpoint.store.list(context.namespace(), &request).await?;
-        render_list(endpoint, &context, output, StatusCode::OK, &list)
+        render_list(
+            endpoint.store.codec(),
+            &context,
+            output,
+            StatusCode::OK,
+            &list,
+        )
     }
     .await;
     finish(&context, result)
@@ -87,7 +93,7 @@ pub(super) fn list_request<T: Resource>(
 
 /// Encodes a list in the request's version and negotiated form.
 pub(super) fn render_list<T: Resource>(
-    endpoint: &Endpoint<T>,
+    codec: &ResourceCodec<T>,
     context: &Context,
     output: Output,
     code: StatusCode,
@@ -97,9 +103,7 @@ pub(super) fn render_list<T: Resource>(
     let media_type = output.media_type;
     let body = match output.transform {
         Transform::None | Transform::PartialObjectMetadata => {
-            let body = endpoint
-                .store
-                .codec()
+            let body = codec
                 .encode_list(&list.metadata, &list.items, context.version(), media_type)
                 .map_err(ApiError::internal)?;
             prettify(media_type, output.pretty, body)
@@ -124,7 +128,7 @@ pub(super) fn render_list<T: Resource>(
         Transform::Table => {
             let include = IncludeObject::parse(&context.params)?;
             let table = table(
-                endpoint.store.codec(),
+                codec,
                 context.version(),
                 &list.items,
                 list.metadata.clone(),

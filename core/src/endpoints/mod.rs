@@ -17,6 +17,7 @@ mod managed_fields;
 mod output;
 mod params;
 mod patch;
+mod provided;
 mod scale;
 pub mod strategic_merge;
 mod subresource;
@@ -26,4 +27,5 @@ mod watch;
 
 pub use api::{Api, MAX_REQUEST_BODY_BYTES};
 pub use encoded::DEFAULT_ENCODED_OBJECT_BYTES;
+pub use provided::Provider;
 pub use subresource::{Answer, Subresource, SubresourceRequest};

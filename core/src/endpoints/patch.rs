@@ -90,7 +90,13 @@ pub(super) async fn patch<T: Resource>(
         } else {
             StatusCode::OK
         };
-        render_object(endpoint, &context, output, code, &written.object)
+        render_object(
+            endpoint.store.codec(),
+            &context,
+            output,
+            code,
+            &written.object,
+        )
     }
     .await;
     finish(&context, result)

@@ -54,7 +54,13 @@ pub(super) async fn update<T: Resource>(
         } else {
             StatusCode::OK
         };
-        render_object(endpoint, &context, output, code, &written.object)
+        render_object(
+            endpoint.store.codec(),
+            &context,
+            output,
+            code,
+            &written.object,
+        )
     }
     .await;
     finish(&context, result)

@@ -366,7 +366,7 @@ pub(super) fn add(
     );
     paths.insert(
         collection_path.clone(),
-        json!({ "get": list_op, "post": create, "delete": delete_collection, "parameters": scope_params }),
+        read_only(kind, json!({ "get": list_op, "post": create, "delete": delete_collection, "parameters": scope_params })),
     );
 
     // One object: read, replace, patch, delete.
@@ -430,7 +430,7 @@ pub(super) fn add(
     );
     paths.insert(
         format!("{collection_path}/{{name}}"),
-        json!({ "get": read, "put": replace, "patch": patch, "delete": delete, "parameters": object_params.clone() }),
+        read_only(kind, json!({ "get": read, "put": replace, "patch": patch, "delete": delete, "parameters": object_params.clone() })),
     );
     if kind.subresources.contains(&"status") {
         add_status(
@@ -516,4 +516,14 @@ fn add_status(
         path.to_string(),
         json!({ "get": read, "put": replace, "patch": patch, "parameters": parameters }),
     );
+}
+
+/// A provided kind's path keeps only its `get` (read and list).
+fn read_only(kind: &KindDescription, mut path: Value) -> Value {
+    if kind.read_only
+        && let Value::Object(operations) = &mut path
+    {
+        operations.retain(|name, _| matches!(name.as_str(), "get" | "parameters"));
+    }
+    path
 }

@@ -594,6 +594,7 @@ impl<H: Resource> ResourceCodec<H> {
             categories: H::CATEGORIES,
             subresources: H::SUBRESOURCES,
             custom_subresources: Vec::new(),
+            read_only: false,
             versions: self.versions().collect(),
             schemas: self
                 .versions
@@ -617,6 +618,8 @@ pub struct KindDescription {
     pub subresources: &'static [&'static str],
     /// Subresources answered by the server's own code (`Api::subresource`).
     pub custom_subresources: Vec<SubresourceDescription>,
+    /// Served by the server's own code with `get` and `list` only (`Api::provided`), not by storage.
+    pub read_only: bool,
     pub versions: Vec<&'static str>,
     /// The OpenAPI v3 schema of each served version's root type.
     pub schemas: BTreeMap<&'static str, serde_json::Value>,

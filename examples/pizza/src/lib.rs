@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod cost;
 pub mod kitchen;
+pub mod menu;
 pub mod oven;
 pub mod restaurant;
 pub mod server;
@@ -34,6 +35,11 @@ pub fn topping_codec() -> ResourceCodec<restaurant::Topping> {
         .version::<v1beta1::Topping>()
         .version::<v1alpha1::Topping>()
         .storage_version("v1alpha1")
+}
+
+/// The menu is served in v1beta1 (provided, not stored).
+pub fn menu_codec() -> ResourceCodec<restaurant::MenuItem> {
+    ResourceCodec::new().version::<v1beta1::MenuItem>()
 }
 
 /// Ovens are served and stored in v1beta1.

@@ -93,3 +93,17 @@ pub struct OvenStatus {
     /// The label selector of the ovens, for autoscalers.
     pub selector: String,
 }
+
+/// The menu: one item per topping with its price, computed from the toppings when asked, never stored (a resource
+/// the server's code provides, as metrics-server provides its metrics).
+#[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
+#[resource(
+    group = "restaurant.programming-kubernetes.info",
+    kind = "MenuItem",
+    printcolumn(name = "Price", type_ = "number", json_path = ".price")
+)]
+pub struct MenuItem {
+    pub metadata: ObjectMeta,
+    /// What one portion costs.
+    pub price: f64,
+}

@@ -12,7 +12,7 @@ use crate::cost::{self, COST_CONTROLLER};
 use crate::kitchen;
 use crate::oven::{self, OVEN_CONTROLLER};
 use crate::strategy::{OvenStrategy, PizzaStrategy, ToppingStrategy};
-use crate::{oven_codec, pizza_codec, topping_codec};
+use crate::{menu, menu_codec, oven_codec, pizza_codec, topping_codec};
 
 /// Where objects are kept under in every backend (the Go pizza-apiserver's etcd prefix).
 pub const STORAGE_PREFIX: &str = "/registry/pizza-apiserver.programming-kubernetes.info";
@@ -60,6 +60,7 @@ pub async fn start(options: Options) -> Result<Started, StartError> {
     let pizzas = app.store(pizza_codec(), PizzaStrategy)?;
     let toppings = app.store(topping_codec(), ToppingStrategy)?;
     let ovens = app.store(oven_codec(), OvenStrategy)?;
+    app.provided(menu_codec(), menu::Menu(toppings.clone()));
     app.subresource(&pizzas, "bake", kitchen::Bake);
     app.subresource(&pizzas, "log", kitchen::Log);
     app.admission_plugin(PIZZA_TOPPINGS, true, PizzaToppings::build);

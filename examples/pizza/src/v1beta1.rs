@@ -97,3 +97,10 @@ pub struct OvenStatus {
     #[served(omitempty)]
     pub selector: String,
 }
+
+/// An item of the menu (read-only: `get` and `list`).
+#[apiserver::served(hub = "restaurant::MenuItem", version = "v1beta1")]
+pub struct MenuItem {
+    pub metadata: ObjectMeta,
+    pub price: f64,
+}

@@ -805,3 +805,56 @@ async fn bake_and_log_subresources() {
     assert_eq!(find("pizzas/bake")["kind"], "BakeReceipt");
     assert_eq!(find("pizzas/log")["verbs"], serde_json::json!(["get"]));
 }
+
+/// A resource the server's code provides (the menu, from the toppings): get and list with tables and selectors,
+/// no writes, `get` and `list` in discovery.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_menu_is_provided_not_stored() {
+    let server = TestServer::start(&[]).await;
+    server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
+    let table = server.kubectl_ok(&["get", "menuitems"]);
+    assert!(table.starts_with("NAME"), "{table}");
+    assert!(
+        table.contains("PRICE") && table.contains("mozzarella"),
+        "{table}"
+    );
+    let price = server.kubectl_ok(&["get", "menuitem", "mozzarella", "-o", "jsonpath={.price}"]);
+    let cost = server.kubectl_ok(&[
+        "get",
+        "topping",
+        "mozzarella",
+        "-o",
+        "jsonpath={.spec.cost}",
+    ]);
+    assert_eq!(price, cost);
+    let names = server.kubectl_ok(&[
+        "get",
+        "menuitems",
+        "--field-selector=metadata.name=tomato",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(
+        names.trim(),
+        "menuitem.restaurant.programming-kubernetes.info/tomato"
+    );
+    let out = server.kubectl(&["get", "menuitem", "truffle"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("NotFound"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = server.kubectl(&["delete", "menuitem", "mozzarella"]);
+    assert!(!out.status.success());
+    let resources = server.kubectl_ok(&[
+        "api-resources",
+        "--api-group=restaurant.programming-kubernetes.info",
+        "-o",
+        "wide",
+    ]);
+    let menu = resources
+        .lines()
+        .find(|l| l.starts_with("menuitems"))
+        .unwrap_or_else(|| panic!("{resources}"));
+    assert!(menu.contains(" get,list "), "{menu}");
+}

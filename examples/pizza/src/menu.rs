@@ -1,0 +1,40 @@
+//! The menu, provided from the toppings on every read rather than stored.
+
+use apiserver::async_trait;
+use apiserver::endpoints::Provider;
+use apiserver::meta::ObjectMeta;
+use apiserver::registry::{ApiError, ListRequest, Store};
+
+use crate::restaurant::{MenuItem, Topping};
+
+/// Menu items from the toppings' store.
+pub struct Menu(pub Store<Topping>);
+
+fn item(topping: Topping) -> MenuItem {
+    MenuItem {
+        metadata: ObjectMeta {
+            name: topping.metadata.name,
+            uid: topping.metadata.uid,
+            creation_timestamp: topping.metadata.creation_timestamp,
+            labels: topping.metadata.labels,
+            ..ObjectMeta::default()
+        },
+        price: topping.spec.cost,
+    }
+}
+
+#[async_trait]
+impl Provider<MenuItem> for Menu {
+    async fn get(&self, _: Option<&str>, name: &str) -> Result<Option<MenuItem>, ApiError> {
+        match self.0.get(None, name, None).await {
+            Ok(topping) => Ok(Some(item(topping))),
+            Err(e) if e.code == 404 => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn list(&self, _: Option<&str>) -> Result<Vec<MenuItem>, ApiError> {
+        let toppings = self.0.list(None, &ListRequest::default()).await?;
+        Ok(toppings.items.into_iter().map(item).collect())
+    }
+}
