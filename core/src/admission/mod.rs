@@ -9,7 +9,9 @@
 mod chain;
 mod namespace_lifecycle;
 mod plugins;
+mod typed;
 
 pub use chain::{AnyObject, Attributes, Chain, Operation, Plugin, ValidatingCheck};
 pub use namespace_lifecycle::{NAMESPACE_LIFECYCLE, NamespaceLifecycle};
 pub use plugins::{AdmissionOptions, Initializer, Lister, Listers, PluginError, Plugins};
+pub use typed::{KindCheck, check};

@@ -1,9 +1,7 @@
 //! A library of books (`library.example.com`): v2 (preferred) says a book has authors, v1 (the storage version)
 //! knew only one author and is declared lossless, so a book with several authors keeps them all.
 
-use std::sync::Arc;
-
-use apiserver::admission::{AnyObject, Attributes, Initializer, Operation, Plugin, PluginError};
+use apiserver::admission::{Attributes, KindCheck, Operation, check};
 use apiserver::app::{App, RecommendedOptions, StartError, Started};
 use apiserver::meta::ObjectMeta;
 use apiserver::registry::{ApiError, Strategy};
@@ -105,22 +103,15 @@ impl Strategy<Book> for BookStrategy {
 pub struct NoAnonymousBooks;
 
 #[async_trait]
-impl Plugin for NoAnonymousBooks {
-    fn handles(&self, operation: Operation) -> bool {
-        operation == Operation::Create
+impl KindCheck<Book> for NoAnonymousBooks {
+    fn operations(&self) -> &'static [Operation] {
+        &[Operation::Create]
     }
 
-    async fn validate(
-        &self,
-        attributes: &Attributes,
-        object: Option<&AnyObject>,
-        _: Option<&AnyObject>,
-    ) -> Result<(), ApiError> {
-        match object.and_then(|o| o.downcast_ref::<Book>()) {
-            Some(book) if book.spec.authors.is_empty() => {
-                Err(attributes.forbidden("a book needs an author"))
-            }
-            _ => Ok(()),
+    async fn check(&self, attributes: &Attributes, book: &Book) -> Result<(), ApiError> {
+        match book.spec.authors.is_empty() {
+            true => Err(attributes.forbidden("a book needs an author")),
+            false => Ok(()),
         }
     }
 }
@@ -144,8 +135,6 @@ pub async fn start(options: Options) -> Result<Started, StartError> {
         .open()
         .await?;
     app.store(book_codec(), BookStrategy)?;
-    app.admission_plugin("NoAnonymousBooks", true, |_: &Initializer| {
-        Ok::<Arc<dyn Plugin>, PluginError>(Arc::new(NoAnonymousBooks))
-    });
+    app.admission_plugin("NoAnonymousBooks", true, |_| Ok(check(NoAnonymousBooks)));
     app.bind().await
 }

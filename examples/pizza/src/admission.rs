@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use apiserver::admission::{
-    AnyObject, Attributes, Initializer, Lister, Operation, Plugin, PluginError,
+    Attributes, Initializer, KindCheck, Lister, Plugin, PluginError, check,
 };
 use apiserver::async_trait;
 use apiserver::registry::ApiError;
@@ -17,8 +17,8 @@ pub const PIZZA_TOPPINGS: &str = "PizzaToppings";
 pub const UNKNOWN_TOPPING_ANNOTATION: &str =
     "pizzatoppings.admission.restaurant.programming-kubernetes.info/unknown-topping";
 
-/// Refuses pizzas (on create and update, not status updates) naming a topping that does not exist, reading toppings from the
-/// server's own watch cache as the reference server reads them from its informer.
+/// Refuses pizzas (on create and update, not status updates) naming a topping that does not exist, reading toppings
+/// from the server's own watch cache as the reference server reads them from its informer.
 pub struct PizzaToppings {
     toppings: Lister<Topping>,
 }
@@ -26,34 +26,19 @@ pub struct PizzaToppings {
 impl PizzaToppings {
     /// Builds the plugin from the initializer's topping lister.
     pub fn build(initializer: &Initializer) -> Result<Arc<dyn Plugin>, PluginError> {
-        Ok(Arc::new(PizzaToppings {
+        Ok(check(PizzaToppings {
             toppings: initializer.listers.get::<Topping>()?,
         }))
     }
 }
 
 #[async_trait]
-impl Plugin for PizzaToppings {
-    fn handles(&self, operation: Operation) -> bool {
-        matches!(operation, Operation::Create | Operation::Update)
+impl KindCheck<Pizza> for PizzaToppings {
+    async fn ready(&self) -> bool {
+        self.toppings.has_synced().await
     }
 
-    async fn validate(
-        &self,
-        attributes: &Attributes,
-        object: Option<&AnyObject>,
-        _old: Option<&AnyObject>,
-    ) -> Result<(), ApiError> {
-        let Some(pizza) = object.and_then(|o| o.downcast_ref::<Pizza>()) else {
-            return Ok(());
-        };
-        // A status write cannot change the toppings (the store keeps the stored spec).
-        if !attributes.subresource.is_empty() {
-            return Ok(());
-        }
-        if !self.toppings.has_synced().await {
-            return Err(attributes.forbidden("not yet ready to handle request"));
-        }
+    async fn check(&self, attributes: &Attributes, pizza: &Pizza) -> Result<(), ApiError> {
         for topping in &pizza.spec.toppings {
             // As the reference plugin, only "not found" refuses; other lister errors let the pizza through.
             if let Ok(None) = self.toppings.get(None, &topping.name).await {
