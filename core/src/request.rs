@@ -7,6 +7,9 @@
 use http::{Method, Uri};
 use percent_encoding::percent_decode_str;
 
+/// Upstream's `MaxRequestBodyBytes` default: larger bodies get 413.
+pub const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
+
 /// Verbs taken from the path (`/api/v1/watch/...`, `/api/v1/proxy/...`) instead of the HTTP method.
 const SPECIAL_VERBS: &[&str] = &["proxy", "watch"];
 /// Path verbs after which the third part is not a subresource.

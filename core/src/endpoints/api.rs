@@ -31,9 +31,6 @@ use tracing::Instrument;
 
 use crate::request::RequestInfo;
 
-/// Upstream's `MaxRequestBodyBytes` default: larger bodies get 413.
-pub const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
-
 /// One served resource behind a type-erased face, so that resources of different hub types share one route.
 #[async_trait]
 pub(crate) trait ResourceEndpoint: Send + Sync {

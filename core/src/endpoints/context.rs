@@ -8,7 +8,6 @@ use bytes::BytesMut;
 use http::HeaderMap;
 use http_body_util::BodyExt;
 
-use super::api::MAX_REQUEST_BODY_BYTES;
 use super::output::Output;
 use super::params::Params;
 use crate::audit::AuditContext;
@@ -16,6 +15,7 @@ use crate::auth::User;
 use crate::codec::{CodecError, FieldValidation, MediaType, negotiate_input};
 use crate::metrics::Metrics;
 use crate::registry::ApiError;
+use crate::request::MAX_REQUEST_BODY_BYTES;
 use crate::request::RequestInfo;
 use crate::server::{ShutdownSignal, Warnings};
 

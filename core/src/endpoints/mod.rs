@@ -25,7 +25,8 @@ mod table;
 mod update;
 mod watch;
 
-pub use api::{Api, MAX_REQUEST_BODY_BYTES};
+pub use crate::request::MAX_REQUEST_BODY_BYTES;
+pub use api::Api;
 pub use encoded::DEFAULT_ENCODED_OBJECT_BYTES;
 pub use provided::Provider;
 pub use subresource::{Answer, Subresource, SubresourceRequest};

@@ -30,9 +30,8 @@ use crate::audit::{
     strip_managed_fields,
 };
 use crate::auth::{Attributes, User};
-use crate::endpoints::MAX_REQUEST_BODY_BYTES;
 use crate::meta::{MicroTime, Status};
-use crate::request::RequestInfo;
+use crate::request::{MAX_REQUEST_BODY_BYTES, RequestInfo};
 use crate::server::ConnectionInfo;
 use crate::server::status::internal_error;
 
