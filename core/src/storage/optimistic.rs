@@ -129,19 +129,10 @@ pub async fn guaranteed_update<S: OptimisticStore + ?Sized>(
             }
         };
         if !store.swap_compares_values() && new == cur.value {
-            if !state.from_cache {
+            // A cached state is confirmed before "unchanged" is answered from it.
+            if !state.from_cache || state.confirm(store, key, &cur).await? {
                 return Ok(cur);
             }
-            // Confirm the cached state before answering "unchanged" from it.
-            let fresh = store.latest(key).await?;
-            if fresh
-                .object
-                .as_ref()
-                .is_some_and(|f| f.revision == cur.revision)
-            {
-                return Ok(cur);
-            }
-            state.reread(fresh);
             continue;
         }
         match store.compare_and_swap(key, &cur, new).await? {
@@ -240,19 +231,30 @@ impl State {
         used: &StoredObject,
         err: StorageError,
     ) -> Result<(), StorageError> {
-        if !self.from_cache {
+        if !self.from_cache || self.confirm(store, key, used).await? {
             return Err(err);
         }
+        Ok(())
+    }
+
+    /// Whether `used` (a cached guess) is still the key's current object; when it is not, the loop goes on from
+    /// the live one.
+    async fn confirm<S: OptimisticStore + ?Sized>(
+        &mut self,
+        store: &S,
+        key: &str,
+        used: &StoredObject,
+    ) -> Result<bool, StorageError> {
         let fresh = store.latest(key).await?;
         if fresh
             .object
             .as_ref()
             .is_some_and(|f| f.revision == used.revision)
         {
-            return Err(err);
+            return Ok(true);
         }
         self.reread(fresh);
-        Ok(())
+        Ok(false)
     }
 }
 
