@@ -72,6 +72,7 @@ pub fn watch_client(config: &kube::Config) -> Result<kube::Client, ClusterError>
 #[derive(Clone)]
 pub struct CoreCluster {
     client: kube::Client,
+    watch_client: kube::Client,
     namespaces: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Namespace>,
 }
 
@@ -79,23 +80,45 @@ impl CoreCluster {
     /// Connects and starts the namespace informer in the background (it reconnects by itself; see
     /// [`CoreCluster::namespaces_synced`]).
     pub fn start(config: &kube::Config) -> Result<Self, ClusterError> {
+        use kube::runtime::reflector;
+
+        let mut cluster = CoreCluster {
+            client: request_client(config)?,
+            watch_client: watch_client(config)?,
+            namespaces: reflector::store().0,
+        };
+        cluster.namespaces = cluster.informer("namespace");
+        Ok(cluster)
+    }
+
+    /// Starts an informer of cluster-scoped objects of kind `K` in the background (it reconnects by itself, with
+    /// backoff; failures are logged under `what`) and returns its store.
+    pub fn informer<K>(&self, what: &str) -> kube::runtime::reflector::Store<K>
+    where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
         use futures::StreamExt;
         use kube::runtime::{WatchStreamExt, reflector, watcher};
 
-        let (namespaces, writer) = reflector::store();
-        let api = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(watch_client(config)?);
+        let (store, writer) = reflector::store();
+        let api = kube::Api::<K>::all(self.watch_client.clone());
+        let what = what.to_string();
         let stream = reflector(writer, watcher(api, watcher::Config::default()))
             .default_backoff()
-            .for_each(|event| async move {
+            .for_each(move |event| {
                 if let Err(e) = event {
-                    tracing::warn!("namespace informer: {e}");
+                    tracing::warn!("{what} informer: {e}");
                 }
+                futures::future::ready(())
             });
         tokio::spawn(stream);
-        Ok(CoreCluster {
-            client: request_client(config)?,
-            namespaces,
-        })
+        store
     }
 
     /// A client for requests to the core cluster.

@@ -229,6 +229,69 @@ pub fn sign_serving_cert(dns_names: &[&str]) -> Result<(String, String, String),
     Ok((cert, key, ca.cert_pem))
 }
 
+/// An HTTPS server on a free loopback port serving `router` (HTTP/1.1 and HTTP/2) with a certificate for
+/// `dns_names` from a fresh CA: for the webhooks and other servers kube-apiserver or the server under test call.
+/// It runs until the test's runtime stops.
+pub struct HttpsServer {
+    /// The port on 127.0.0.1.
+    pub port: u16,
+    /// The CA that signed its certificate (a `caBundle`).
+    pub ca_pem: String,
+}
+
+impl HttpsServer {
+    /// Starts the server.
+    pub async fn start(router: axum::Router, dns_names: &[&str]) -> Result<HttpsServer, Error> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+        let (cert, key, ca_pem) = sign_serving_cert(dns_names)?;
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let bad = |e: String| Error::Io {
+            what: "the HTTPS test server's certificate".into(),
+            source: std::io::Error::other(e),
+        };
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad(e.to_string()))?
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![
+                    CertificateDer::from_pem_slice(cert.as_bytes())
+                        .map_err(|e| bad(e.to_string()))?,
+                ],
+                PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| bad(e.to_string()))?,
+            )
+            .map_err(|e| bad(e.to_string()))?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(io("binding the HTTPS test server"))?;
+        let port = listener
+            .local_addr()
+            .map_err(io("the HTTPS test server's address"))?
+            .port();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, router) = (acceptor.clone(), router.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper_util::service::TowerToHyperService::new(router);
+                    let _ = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+                });
+            }
+        });
+        Ok(HttpsServer { port, ca_pem })
+    }
+}
+
 /// A temporary directory removed when dropped.
 struct ScratchDir(PathBuf);
 

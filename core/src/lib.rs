@@ -125,6 +125,7 @@ pub mod server;
 pub mod storage;
 pub mod telemetry;
 pub mod validation;
+pub mod warning;
 
 pub use apiserver_derive::{Hub, Versioned, served};
 

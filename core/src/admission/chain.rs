@@ -13,6 +13,9 @@ use crate::metrics::Metrics;
 use crate::registry::{AdmissionCheck, ApiError};
 use crate::runtime::{GroupResource, GroupVersionKind, Resource};
 use crate::telemetry::SPAN_TARGET;
+use crate::warning::Warnings;
+
+use super::wire::WireCodec;
 
 /// A hub object as plugins see it: downcast it to the types the plugin handles.
 pub type AnyObject = dyn Any + Send + Sync;
@@ -56,6 +59,12 @@ pub struct Attributes {
     pub user: User,
     /// The request's audit event, when it is audited (see [`Attributes::annotate`]).
     pub audit: Option<AuditContext>,
+    /// The request's `Warning` headers (see [`Attributes::warn`]).
+    pub warnings: Option<Warnings>,
+    /// The resource's codec, for plugins that see objects as JSON in a served version (webhooks, policies).
+    pub wire: Option<Arc<dyn WireCodec>>,
+    /// The request's `fieldManager` (empty when not given).
+    pub field_manager: String,
 }
 
 impl Attributes {
@@ -79,6 +88,16 @@ impl Attributes {
             dry_run,
             user,
             audit: None,
+            warnings: None,
+            wire: None,
+            field_manager: String::new(),
+        }
+    }
+
+    /// Adds a warning for the client (a `Warning` header of the response), as upstream's `warning.AddWarning`.
+    pub fn warn(&self, text: &str) {
+        if let Some(warnings) = &self.warnings {
+            warnings.add(text);
         }
     }
 
@@ -115,11 +134,13 @@ pub trait Plugin: Send + Sync + 'static {
         true
     }
 
-    /// Mutates the incoming object (create and update; not called for delete).
+    /// Mutates the incoming object (create and update; not called for delete); `old` is the stored object on
+    /// an update.
     async fn admit(
         &self,
         _attributes: &Attributes,
         _object: &mut AnyObject,
+        _old: Option<&AnyObject>,
     ) -> Result<(), ApiError> {
         Ok(())
     }
@@ -206,18 +227,19 @@ impl Chain {
         self.plugins.iter().map(|(name, _)| name.as_str())
     }
 
-    /// Runs every mutating step on `object`.
+    /// Runs every mutating step on `object` (`old`: the stored object, on an update).
     pub async fn admit(
         &self,
         attributes: &Attributes,
         object: &mut AnyObject,
+        old: Option<&AnyObject>,
     ) -> Result<(), ApiError> {
         let step = Instant::now();
         for (name, plugin) in &self.plugins {
             if plugin.handles(attributes.operation) {
                 let started = Instant::now();
                 let result = plugin
-                    .admit(attributes, object)
+                    .admit(attributes, object, old)
                     .instrument(plugin_span(name, "admit", attributes.operation))
                     .await;
                 self.observe(

@@ -10,8 +10,14 @@ mod chain;
 mod namespace_lifecycle;
 mod plugins;
 mod typed;
+mod webhook;
+mod wire;
 
 pub use chain::{AnyObject, Attributes, Chain, Operation, Plugin, ValidatingCheck};
 pub use namespace_lifecycle::{NAMESPACE_LIFECYCLE, NamespaceLifecycle};
 pub use plugins::{AdmissionOptions, Initializer, Lister, Listers, PluginError, Plugins};
 pub use typed::{KindCheck, check};
+pub use webhook::{
+    MUTATING_ADMISSION_WEBHOOK, MutatingWebhooks, VALIDATING_ADMISSION_WEBHOOK, ValidatingWebhooks,
+};
+pub use wire::WireCodec;

@@ -60,7 +60,12 @@ impl Plugin for NamespaceLifecycle {
         matches!(operation, Operation::Create | Operation::Update)
     }
 
-    async fn admit(&self, a: &Attributes, _object: &mut AnyObject) -> Result<(), ApiError> {
+    async fn admit(
+        &self,
+        a: &Attributes,
+        _object: &mut AnyObject,
+        _old: Option<&AnyObject>,
+    ) -> Result<(), ApiError> {
         if a.namespace.is_empty() {
             return Ok(());
         }

@@ -193,7 +193,12 @@ mod tests {
             operation != Operation::Delete
         }
 
-        async fn admit(&self, _: &Attributes, object: &mut AnyObject) -> Result<(), ApiError> {
+        async fn admit(
+            &self,
+            _: &Attributes,
+            object: &mut AnyObject,
+            _: Option<&AnyObject>,
+        ) -> Result<(), ApiError> {
             if let Some(s) = object.downcast_mut::<String>() {
                 s.push_str(self.name);
             }
@@ -253,6 +258,9 @@ mod tests {
             dry_run: false,
             user: User::anonymous(),
             audit: None,
+            warnings: None,
+            wire: None,
+            field_manager: String::new(),
         }
     }
 
@@ -272,7 +280,7 @@ mod tests {
         assert_eq!(chain.names().collect::<Vec<_>>(), ["A", "B"]);
         let attrs = attributes(Operation::Create);
         let mut object = String::from("x");
-        chain.admit(&attrs, &mut object).await.unwrap();
+        chain.admit(&attrs, &mut object, None).await.unwrap();
         chain.validate(&attrs, Some(&object), None).await.unwrap();
         assert_eq!(object, "xAB");
         assert_eq!(

@@ -1,9 +1,9 @@
 //! A whole server assembled from its resources, as upstream's `RecommendedOptions` → `Config` → `Complete` → `Run`
 //! assemble a Go one: the command line ([`RecommendedOptions`] plus the backends' flags), the storage backend chosen
-//! by `--storage-backend`, a watch-cached [`Store`] per resource, admission (NamespaceLifecycle first, then the
-//! server's plugins), delegated or standalone authentication and authorization, discovery, OpenAPI, health and
-//! readiness, metrics, audit, controllers selectable by `--controllers`, and, when standalone, an admin token and a
-//! kubeconfig that reaches the server.
+//! by `--storage-backend`, a watch-cached [`Store`] per resource, admission (NamespaceLifecycle and the admission
+//! webhooks first, then the server's plugins), delegated or standalone authentication and authorization,
+//! discovery, OpenAPI, health and readiness, metrics, audit, controllers selectable by `--controllers`, and, when
+//! standalone, an admin token and a kubeconfig that reaches the server.
 //!
 //! ```no_run
 //! use apiserver::app::{App, RecommendedOptions, StartError, Started};
@@ -49,8 +49,9 @@ pub use backend::{Memory, OpenContext, StorageBackend, open_error};
 pub use options::{Mode, RecommendedOptions, StorageMediaType, StorageOptions};
 
 use crate::admission::{
-    AdmissionOptions, Initializer, NAMESPACE_LIFECYCLE, NamespaceLifecycle, Plugin, PluginError,
-    Plugins,
+    AdmissionOptions, Initializer, MUTATING_ADMISSION_WEBHOOK, MutatingWebhooks,
+    NAMESPACE_LIFECYCLE, NamespaceLifecycle, Plugin, PluginError, Plugins,
+    VALIDATING_ADMISSION_WEBHOOK, ValidatingWebhooks,
 };
 use crate::auth::{
     ALL_AUTHENTICATED_GROUP, BearerTokens, DEFAULT_ALWAYS_ALLOW_PATHS, SYSTEM_PRIVILEGED_GROUP,
@@ -190,13 +191,21 @@ impl App {
             };
         let mode = self.options.mode();
         let format = storage.media_type.media_type();
-        // Upstream's recommended order: NamespaceLifecycle first (on when there is a core cluster), then the
-        // server's own plugins.
-        let plugins = Plugins::new().register(
-            NAMESPACE_LIFECYCLE,
-            core_cluster.is_some(),
-            NamespaceLifecycle::build,
-        );
+        // Upstream's recommended order: NamespaceLifecycle, the webhooks (on when there is a core cluster),
+        // then the server's own plugins.
+        let delegated = core_cluster.is_some();
+        let plugins = Plugins::new()
+            .register(NAMESPACE_LIFECYCLE, delegated, NamespaceLifecycle::build)
+            .register(
+                MUTATING_ADMISSION_WEBHOOK,
+                delegated,
+                MutatingWebhooks::build,
+            )
+            .register(
+                VALIDATING_ADMISSION_WEBHOOK,
+                delegated,
+                ValidatingWebhooks::build,
+            );
         Ok(Assembly {
             initializer: Initializer {
                 core_cluster: core_cluster.clone(),

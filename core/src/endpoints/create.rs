@@ -11,7 +11,8 @@ use super::context::{Context, WriteOptions, codec_error};
 use super::get::render_object;
 use super::managed_fields::Tracking;
 use super::output::finish;
-use crate::admission::{Attributes, Operation};
+use super::update::attributes;
+use crate::admission::Operation;
 use crate::codec::{FieldValidation, MediaType};
 use crate::registry::ApiError;
 use crate::runtime::{DecodeError, Resource};
@@ -31,16 +32,13 @@ pub(super) async fn create<T: Resource>(
         let body = context.read_body(body).await?;
         let mut object = decode_body(endpoint, &context, &body, media_type, validation)?;
         Tracking::new(endpoint.store.codec(), &context, false).update(None, &mut object)?;
-        let mut attributes = Attributes::new::<T>(
-            Operation::Create,
-            context.version(),
-            context.namespace().unwrap_or_default(),
-            &object.metadata().name,
-            dry_run,
-            context.user.clone(),
-        );
-        attributes.audit = context.audit.clone();
-        endpoint.admission.admit(&attributes, &mut object).await?;
+        let mut attributes =
+            attributes(endpoint.store.codec(), &context, Operation::Create, dry_run);
+        attributes.name = object.metadata().name.clone();
+        endpoint
+            .admission
+            .admit(&attributes, &mut object, None)
+            .await?;
         let written = endpoint
             .store
             .create(

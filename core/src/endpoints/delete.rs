@@ -29,7 +29,12 @@ pub(super) async fn delete<T: Resource>(
     let result = async {
         let output = Output::negotiate(&context, false)?;
         let request = delete_options(&context, body).await?;
-        let attributes = attributes::<T>(&context, Operation::Delete, request.dry_run);
+        let attributes = attributes(
+            endpoint.store.codec(),
+            &context,
+            Operation::Delete,
+            request.dry_run,
+        );
         let deletion = endpoint
             .store
             .delete(
@@ -94,7 +99,12 @@ pub(super) async fn delete_collection<T: Resource>(
         };
         for object in list.items {
             let meta = object.metadata();
-            let mut attributes = attributes::<T>(&context, Operation::Delete, request.dry_run);
+            let mut attributes = attributes(
+                endpoint.store.codec(),
+                &context,
+                Operation::Delete,
+                request.dry_run,
+            );
             attributes.name = meta.name.clone();
             let namespace = Some(meta.namespace.as_str()).filter(|ns| !ns.is_empty());
             match endpoint

@@ -11,7 +11,6 @@ mod create;
 mod delete;
 mod encoded;
 mod get;
-mod json_patch;
 mod list;
 mod managed_fields;
 mod output;

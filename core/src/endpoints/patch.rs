@@ -16,7 +16,6 @@ use super::api::Endpoint;
 use super::context::{Context, WriteOptions};
 use super::create::{LARGE_BODY_BYTES, cpu_heavy, decode_error};
 use super::get::render_object;
-use super::json_patch::JsonPatch;
 use super::managed_fields::Tracking;
 use super::output::finish;
 use super::params::options_invalid;
@@ -26,6 +25,7 @@ use crate::admission::{Attributes, Chain, Operation};
 use crate::codec::json::replace_invalid_unicode;
 use crate::codec::{FieldValidation, MediaType, parse_content_type, yaml_to_json};
 use crate::registry::{ApiError, Cause, Details, UpdatedObject};
+use crate::runtime::json_patch::JsonPatch;
 use crate::runtime::{Resource, ResourceCodec};
 use crate::validation::{ErrorList, FieldError, Path};
 
@@ -58,7 +58,7 @@ pub(super) async fn patch<T: Resource>(
         let patch_type = patch_type(context.header(header::CONTENT_TYPE))?;
         let force = check_apply_options(&context, patch_type)?;
         let patch = context.read_body(body).await?;
-        let attributes = attributes::<T>(&context, Operation::Update, dry_run);
+        let attributes = attributes(endpoint.store.codec(), &context, Operation::Update, dry_run);
         let patched = Patched {
             codec: endpoint.store.codec(),
             version: context.version(),

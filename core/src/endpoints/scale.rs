@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 
 use super::api::{ResourceEndpoint, Verb};
 use super::context::{Context, WriteOptions};
-use super::json_patch::JsonPatch;
 use super::output::{finish, respond};
 use super::table::json_path;
 use super::update::{admit, attributes};
@@ -21,6 +20,7 @@ use crate::admission::{Chain, Operation};
 use crate::codec::{MediaType, parse_content_type};
 use crate::registry::{ApiError, Store, UpdatedObject};
 use crate::runtime::GroupKind;
+use crate::runtime::json_patch::JsonPatch;
 use crate::runtime::{KindDescription, Resource, ScalePaths};
 use crate::server::status::method_not_allowed;
 use crate::validation::{FieldError, Path};
@@ -131,7 +131,7 @@ impl<T: Resource> ScaleEndpoint<T> {
                 body.to_vec(),
             ),
         };
-        let attributes = attributes::<T>(context, Operation::Update, dry_run);
+        let attributes = attributes(self.store.codec(), context, Operation::Update, dry_run);
         let scaled = Scaled {
             endpoint: self,
             version: context.version(),

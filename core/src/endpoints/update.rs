@@ -12,9 +12,11 @@ use super::create::decode_body;
 use super::get::render_object;
 use super::managed_fields::Tracking;
 use super::output::finish;
-use crate::admission::{Attributes, Chain, Operation};
+use std::sync::Arc;
+
+use crate::admission::{AnyObject, Attributes, Chain, Operation};
 use crate::registry::{ApiError, OPTIMISTIC_LOCK_ERROR_MSG, UpdatedObject};
-use crate::runtime::Resource;
+use crate::runtime::{Resource, ResourceCodec};
 
 pub(super) async fn update<T: Resource>(
     endpoint: &Endpoint<T>,
@@ -30,7 +32,7 @@ pub(super) async fn update<T: Resource>(
         let media_type = context.input_media_type()?;
         let body = context.read_body(body).await?;
         let object = decode_body(endpoint, &context, &body, media_type, validation)?;
-        let attributes = attributes::<T>(&context, Operation::Update, dry_run);
+        let attributes = attributes(endpoint.store.codec(), &context, Operation::Update, dry_run);
         let updated = Admitted {
             object,
             admission: &endpoint.admission,
@@ -66,8 +68,10 @@ pub(super) async fn update<T: Resource>(
     finish(&context, result)
 }
 
-/// The admission attributes of a write to the object named in the path.
+/// The admission attributes of a write to the object named in the path: what plugins see of the request, with
+/// its `Warning` headers, audit event and the resource's codec.
 pub(super) fn attributes<T: Resource>(
+    codec: &ResourceCodec<T>,
     context: &Context,
     operation: Operation,
     dry_run: bool,
@@ -82,6 +86,9 @@ pub(super) fn attributes<T: Resource>(
     );
     attributes.subresource = context.info.subresource.clone();
     attributes.audit = context.audit.clone();
+    attributes.warnings = Some(context.warnings.clone());
+    attributes.wire = Some(Arc::new(codec.clone()));
+    attributes.field_manager = context.params.get("fieldManager").unwrap_or("").to_string();
     attributes
 }
 
@@ -98,7 +105,9 @@ pub(super) async fn admit<T: Resource>(
     } else {
         Operation::Create
     };
-    admission.admit(&attributes, &mut object).await?;
+    admission
+        .admit(&attributes, &mut object, current.map(|c| c as &AnyObject))
+        .await?;
     Ok(object)
 }
 

@@ -3,6 +3,7 @@
 
 mod convert;
 mod gvk;
+pub(crate) mod json_patch;
 mod list;
 mod patch;
 mod resource;

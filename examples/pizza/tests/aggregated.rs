@@ -8,6 +8,7 @@
 //! One cluster for the whole binary: the scenarios run in order inside one test.
 
 mod support;
+mod webhooks;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -328,6 +329,7 @@ async fn behind_kube_apiserver() {
     reviews_are_cached(&cluster, &admin, &direct).await;
     delegated_metrics(&cluster, &direct).await;
     namespace_lifecycle(&admin).await;
+    webhooks::admission_webhooks(&cluster, &admin).await;
     deployment_folder_applies(&admin);
     authorization_fails_closed(&cluster, &server_kubeconfig, &cert, &key, &serving_ca).await;
 

@@ -43,10 +43,10 @@ use crate::auth::{Authenticator, Authorizer};
 use crate::metrics::Metrics;
 use crate::request::RequestInfoFactory;
 
+pub use crate::warning::{WarningRecorder, Warnings};
 pub use audit_id::AuditId;
 pub use max_in_flight::InFlightLimits;
 pub use timeout::DEFAULT_REQUEST_TIMEOUT;
-pub use warning::{WarningRecorder, Warnings};
 
 /// A header's value as text; empty when it is missing or not visible ASCII.
 fn header_str(headers: &http::HeaderMap, name: impl http::header::AsHeaderName) -> &str {

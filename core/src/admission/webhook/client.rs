@@ -1,0 +1,205 @@
+//! Calling a webhook (upstream's `webhookutil.ClientManager`): one kept-alive client per webhook endpoint and
+//! CA bundle; a `service` reference is resolved through the core cluster as the aggregator resolves services
+//! (an `ExternalName` service's host, else the cluster IP, else the service's DNS name), and its certificate
+//! must name `<service>.<namespace>.svc`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use k8s_openapi::api::admissionregistration::v1::WebhookClientConfig;
+use k8s_openapi::api::core::v1::Service;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+use crate::cluster::CoreCluster;
+
+/// The largest answer read from a webhook.
+const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Where a webhook is reached.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Target {
+    /// `https://host:port`, as connected to.
+    base: String,
+    /// The path (and query) requests go to.
+    path: String,
+    /// The name the certificate must have, when it is not the host connected to.
+    server_name: Option<String>,
+    /// The URL as upstream's messages show it.
+    shown: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    config: String,
+    ca_bundle: Vec<u8>,
+}
+
+/// Why a call failed (upstream wraps it as `failed calling webhook "<name>": failed to call webhook: ...`).
+#[derive(Debug)]
+pub(super) struct CallError(pub String);
+
+/// The webhook clients, by endpoint and CA bundle.
+pub(super) struct Clients {
+    cluster: CoreCluster,
+    clients: Mutex<HashMap<Key, (Target, kube::Client)>>,
+}
+
+impl Clients {
+    pub fn new(cluster: CoreCluster) -> Self {
+        Clients {
+            cluster,
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// POSTs `body` to the webhook and returns its answer's body; the call may take `timeout` in all.
+    pub async fn post(
+        &self,
+        config: &WebhookClientConfig,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, CallError> {
+        let key = Key {
+            config: format!("{:?}|{:?}", config.url, config.service),
+            ca_bundle: config
+                .ca_bundle
+                .as_ref()
+                .map(|b| b.0.clone())
+                .unwrap_or_default(),
+        };
+        let cached = self.clients.lock().ok().and_then(|c| c.get(&key).cloned());
+        let (target, client) = match cached {
+            Some(found) => found,
+            None => {
+                let target = self.resolve(config).await?;
+                let client = client(&target, &key.ca_bundle)?;
+                if let Ok(mut clients) = self.clients.lock() {
+                    clients.insert(key.clone(), (target.clone(), client.clone()));
+                }
+                (target, client)
+            }
+        };
+        // Upstream tells the webhook its deadline, rounded up to whole seconds.
+        let seconds = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0);
+        let separator = if target.path.contains('?') { '&' } else { '?' };
+        let path = format!("{}{separator}timeout={seconds}s", target.path);
+        let shown = format!("Post \"{}{separator}timeout={seconds}s\"", target.shown);
+        let request = http::Request::post(path.as_str())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json")
+            .body(kube::client::Body::from(body))
+            .map_err(|e| CallError(format!("{shown}: {e}")))?;
+        let call = async {
+            let response = client.send(request).await.map_err(|e| {
+                // A broken connection may mean a moved service: resolve again next time.
+                if let Ok(mut clients) = self.clients.lock() {
+                    clients.remove(&key);
+                }
+                format!("{shown}: {e}")
+            })?;
+            let status = response.status();
+            let mut body = response.into_body();
+            let mut bytes = Vec::new();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| format!("{shown}: {e}"))?;
+                if let Some(data) = frame.data_ref() {
+                    if bytes.len() + data.len() > MAX_RESPONSE_BYTES {
+                        return Err(format!(
+                            "{shown}: the response is larger than {MAX_RESPONSE_BYTES} bytes"
+                        ));
+                    }
+                    bytes.extend_from_slice(data);
+                }
+            }
+            if !status.is_success() {
+                return Err(format!(
+                    "the server responded with the status code {} but did not return more information",
+                    status.as_u16()
+                ));
+            }
+            Ok(bytes)
+        };
+        match tokio::time::timeout(timeout, call).await {
+            Ok(result) => result.map_err(CallError),
+            Err(_) => Err(CallError(format!("{shown}: context deadline exceeded"))),
+        }
+    }
+
+    /// Where the webhook is: its URL, or its service resolved through the core cluster.
+    async fn resolve(&self, config: &WebhookClientConfig) -> Result<Target, CallError> {
+        if let Some(url) = &config.url {
+            let uri: http::Uri = url
+                .parse()
+                .map_err(|e| CallError(format!("invalid webhook URL {url:?}: {e}")))?;
+            if uri.scheme_str() != Some("https") {
+                return Err(CallError(format!("webhook URL {url:?} is not https")));
+            }
+            let authority = uri
+                .authority()
+                .ok_or_else(|| CallError(format!("webhook URL {url:?} has no host")))?;
+            return Ok(Target {
+                base: format!("https://{authority}"),
+                path: uri
+                    .path_and_query()
+                    .map(|p| p.as_str().to_string())
+                    .unwrap_or_else(|| "/".into()),
+                server_name: None,
+                shown: url.clone(),
+            });
+        }
+        let Some(service) = &config.service else {
+            return Err(CallError(
+                "neither service nor URL set in webhook client config".into(),
+            ));
+        };
+        let port = service.port.unwrap_or(443);
+        let server_name = format!("{}.{}.svc", service.name, service.namespace);
+        let path = service.path.clone().unwrap_or_else(|| "/".into());
+        let api = kube::Api::<Service>::namespaced(self.cluster.client(), &service.namespace);
+        let found = api
+            .get_opt(&service.name)
+            .await
+            .map_err(|e| CallError(format!("unable to resolve service {server_name}: {e}")))?
+            .ok_or_else(|| CallError(format!("service \"{}\" not found", service.name)))?;
+        let spec = found.spec.unwrap_or_default();
+        let host = match (spec.type_.as_deref(), spec.external_name, spec.cluster_ip) {
+            (Some("ExternalName"), Some(external), _) => external,
+            (_, _, Some(ip)) if !ip.is_empty() && ip != "None" => {
+                if ip.contains(':') {
+                    format!("[{ip}]")
+                } else {
+                    ip
+                }
+            }
+            _ => server_name.clone(),
+        };
+        Ok(Target {
+            base: format!("https://{host}:{port}"),
+            path: path.clone(),
+            server_name: Some(server_name.clone()),
+            shown: format!("https://{server_name}:{port}{path}"),
+        })
+    }
+}
+
+/// A client for `target` trusting `ca_bundle` (PEM; the system's roots when empty).
+fn client(target: &Target, ca_bundle: &[u8]) -> Result<kube::Client, CallError> {
+    let base: http::Uri = target
+        .base
+        .parse()
+        .map_err(|e| CallError(format!("invalid webhook address {}: {e}", target.base)))?;
+    let mut config = kube::Config::new(base);
+    if !ca_bundle.is_empty() {
+        let roots = CertificateDer::pem_slice_iter(ca_bundle)
+            .map(|c| c.map(|c| c.to_vec()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| CallError(format!("invalid caBundle: {e}")))?;
+        config.root_cert = Some(roots);
+    }
+    config.tls_server_name = target.server_name.clone();
+    config.connect_timeout = Some(Duration::from_secs(10));
+    kube::Client::try_from(config).map_err(|e| CallError(e.to_string()))
+}

@@ -1,0 +1,512 @@
+//! `MutatingAdmissionWebhook` and `ValidatingAdmissionWebhook` (upstream's plugins of those names): the webhook
+//! configurations a cluster administrator made in the core cluster apply to this server's resources too.
+//!
+//! Configurations are watched from the core cluster (informers); a request calls the webhooks whose rules,
+//! namespace and object selectors match it, each in the version it asked for (`matchPolicy: Equivalent` converts
+//! the request). Mutating webhooks run one after the other and their JSON patches are applied to the object in
+//! that version (then converted back, with defaults); `reinvocationPolicy: IfNeeded` webhooks run once more when a
+//! later webhook changed the object. Validating webhooks run in parallel. `failurePolicy`, `timeoutSeconds` and
+//! `sideEffects` on dry runs, warnings, audit annotations and the error texts are upstream's.
+
+mod client;
+mod matching;
+mod review;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::FutureExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use kube::runtime::reflector::Store;
+use serde_json::{Value, json};
+
+use super::{AnyObject, Attributes, Initializer, Plugin, PluginError};
+use crate::cluster::CoreCluster;
+use crate::registry::ApiError;
+use crate::runtime::GroupResource;
+use crate::runtime::json_patch::JsonPatch;
+use client::Clients;
+use matching::Hook;
+use review::Invocation;
+
+/// The mutating plugin's name in `--enable-admission-plugins` / `--disable-admission-plugins`.
+pub const MUTATING_ADMISSION_WEBHOOK: &str = "MutatingAdmissionWebhook";
+/// The validating plugin's name.
+pub const VALIDATING_ADMISSION_WEBHOOK: &str = "ValidatingAdmissionWebhook";
+
+/// How long a request waits for the configurations to be loaded (upstream's `WaitForReady`: 10 s).
+const READY_WAIT: Duration = Duration::from_secs(10);
+
+/// Upstream's audit annotation prefixes.
+const MUTATION_ANNOTATION: &str = "mutation.webhook.admission.k8s.io/";
+const MUTATION_FAILED_OPEN: &str = "failed-open.mutation.webhook.admission.k8s.io/";
+const VALIDATION_FAILED_OPEN: &str = "failed-open.validating.webhook.admission.k8s.io/";
+
+/// A configuration kind watched from the core cluster.
+trait Configuration:
+    kube::Resource<DynamicType = (), Scope = kube::core::ClusterResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The webhooks of this configuration, in order.
+    fn hooks(&self) -> Vec<Hook>;
+}
+
+impl Configuration for MutatingWebhookConfiguration {
+    fn hooks(&self) -> Vec<Hook> {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        self.webhooks
+            .iter()
+            .flatten()
+            .map(|w| Hook::mutating(name, w))
+            .collect()
+    }
+}
+
+impl Configuration for ValidatingWebhookConfiguration {
+    fn hooks(&self) -> Vec<Hook> {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        self.webhooks
+            .iter()
+            .flatten()
+            .map(|w| Hook::validating(name, w))
+            .collect()
+    }
+}
+
+/// What both plugins share: the configurations' informer, the core cluster (namespace labels, services) and the
+/// webhook clients.
+struct Webhooks<C: Configuration> {
+    configurations: Store<C>,
+    cluster: CoreCluster,
+    clients: Clients,
+}
+
+/// Why a webhook call did not allow the request.
+enum Failure {
+    /// The call failed (upstream's `ErrCallingWebhook`): `failurePolicy` decides.
+    Calling(String),
+    /// The webhook (or the dry-run rule) refused the request.
+    Rejected(ApiError),
+}
+
+impl<C: Configuration> Webhooks<C> {
+    fn start(initializer: &Initializer, plugin: &str) -> Result<Self, PluginError> {
+        let cluster = initializer.core_cluster.clone().ok_or_else(|| {
+            PluginError(format!(
+                "{plugin}: needs the core cluster (--kubeconfig, or running in a pod)"
+            ))
+        })?;
+        let configurations = cluster.informer::<C>(plugin);
+        Ok(Webhooks {
+            configurations,
+            clients: Clients::new(cluster.clone()),
+            cluster,
+        })
+    }
+
+    /// Waits (at most [`READY_WAIT`]) until the configurations and namespaces are loaded.
+    async fn ready(&self, attributes: &Attributes) -> Result<(), ApiError> {
+        let loaded = async {
+            let _ = self.configurations.wait_until_ready().await;
+            while !self.cluster.namespaces_synced() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        let ready = self
+            .configurations
+            .wait_until_ready()
+            .now_or_never()
+            .is_some()
+            && self.cluster.namespaces_synced();
+        if ready || tokio::time::timeout(READY_WAIT, loaded).await.is_ok() {
+            Ok(())
+        } else {
+            Err(attributes.forbidden("not yet ready to handle request"))
+        }
+    }
+
+    /// Every webhook, configurations in name order (upstream sorts them so that the order is stable).
+    fn hooks(&self) -> Vec<Hook> {
+        let mut configurations = self.configurations.state();
+        configurations.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
+        configurations.iter().flat_map(|c| c.hooks()).collect()
+    }
+
+    /// The labels of the request's namespace: from the informer, else looked up live (upstream's
+    /// `GetNamespaceLabels`).
+    async fn namespace_labels(&self, name: &str) -> Result<BTreeMap<String, String>, ApiError> {
+        if let Some(namespace) = self.cluster.namespace(name) {
+            return Ok(namespace.metadata.labels.clone().unwrap_or_default());
+        }
+        let api = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(self.cluster.client());
+        match api.get_opt(name).await {
+            Ok(Some(namespace)) => Ok(namespace.metadata.labels.unwrap_or_default()),
+            Ok(None) => Err(ApiError::not_found(
+                &GroupResource {
+                    group: String::new(),
+                    resource: "namespaces".into(),
+                },
+                name,
+            )),
+            Err(e) => Err(ApiError::internal(e)),
+        }
+    }
+
+    /// The version `hook` is called in, or `None` when it does not apply to the request (upstream's
+    /// `ShouldCallHook`).
+    async fn should_call(
+        &self,
+        hook: &Hook,
+        attributes: &Attributes,
+        served: &[&'static str],
+        labels: [Option<&BTreeMap<String, String>>; 2],
+    ) -> Result<Option<String>, ApiError> {
+        let Some(version) = matching::matched_version(hook, attributes, served) else {
+            return Ok(None);
+        };
+        if !attributes.namespace.is_empty()
+            && let Some(selector) =
+                matching::selector(&hook.namespace_selector).map_err(ApiError::internal)?
+        {
+            let namespace = self.namespace_labels(&attributes.namespace).await?;
+            if !selector.matches(&namespace) {
+                return Ok(None);
+            }
+        }
+        if !matching::object_selector_matches(hook, &labels)? {
+            return Ok(None);
+        }
+        if !hook.match_conditions.is_empty() {
+            // Match conditions are CEL expressions, which this server does not evaluate yet: fail closed, as
+            // upstream does when a condition cannot be evaluated.
+            return Err(ApiError::forbidden(
+                &attributes.resource,
+                &attributes.name,
+                &format!(
+                    "webhook {:?}: matchConditions are not supported by this server",
+                    hook.name
+                ),
+            ));
+        }
+        Ok(Some(version))
+    }
+
+    /// Calls one webhook and checks its answer.
+    async fn call(
+        &self,
+        hook: &Hook,
+        invocation: &Invocation<'_>,
+        mutating: bool,
+    ) -> Result<review::Verdict, Failure> {
+        let attributes = invocation.attributes;
+        if attributes.dry_run && !hook.allows_dry_run() {
+            return Err(Failure::Rejected(ApiError::bad_request(format!(
+                "admission webhook {:?} does not support dry run",
+                hook.name
+            ))));
+        }
+        let review_version = review::review_version(&hook.review_versions)
+            .map_err(|e| Failure::Calling(format!("could not create admission objects: {e}")))?;
+        let uid = uuid::Uuid::new_v4().to_string();
+        let body = serde_json::to_vec(&review::request(invocation, &uid, review_version))
+            .map_err(|e| Failure::Calling(format!("could not create admission objects: {e}")))?;
+        let answer = self
+            .clients
+            .post(
+                &hook.client,
+                body,
+                Duration::from_secs(hook.timeout_seconds),
+            )
+            .await
+            .map_err(|e| Failure::Calling(format!("failed to call webhook: {}", e.0)))?;
+        let verdict = review::verify(&answer, &uid, review_version, mutating, &hook.name)
+            .map_err(|e| Failure::Calling(format!("received invalid webhook response: {e}")))?;
+        for (key, value) in &verdict.audit_annotations {
+            let _ = attributes.annotate(&format!("{}/{key}", hook.name), value);
+        }
+        for warning in &verdict.warnings {
+            attributes.warn(warning);
+        }
+        match &verdict.refusal {
+            Some(refusal) => Err(Failure::Rejected(refusal.clone())),
+            None => Ok(verdict),
+        }
+    }
+}
+
+/// A failed call under `failurePolicy: Fail` (upstream: 500 `Internal error occurred: failed calling webhook
+/// "<name>": <why>`).
+fn calling_error(hook: &Hook, why: &str) -> ApiError {
+    ApiError::internal(format!("failed calling webhook {:?}: {why}", hook.name))
+}
+
+fn wire(attributes: &Attributes) -> Result<&Arc<dyn super::WireCodec>, ApiError> {
+    attributes
+        .wire
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("admission webhooks: the request has no codec"))
+}
+
+/// See the module documentation.
+pub struct ValidatingWebhooks(Webhooks<ValidatingWebhookConfiguration>);
+
+impl ValidatingWebhooks {
+    /// Builds the plugin and starts watching `ValidatingWebhookConfiguration`s in the core cluster.
+    pub fn build(initializer: &Initializer) -> Result<Arc<dyn Plugin>, PluginError> {
+        Ok(Arc::new(ValidatingWebhooks(Webhooks::start(
+            initializer,
+            VALIDATING_ADMISSION_WEBHOOK,
+        )?)))
+    }
+}
+
+#[async_trait]
+impl Plugin for ValidatingWebhooks {
+    async fn validate(
+        &self,
+        attributes: &Attributes,
+        object: Option<&AnyObject>,
+        old: Option<&AnyObject>,
+    ) -> Result<(), ApiError> {
+        let webhooks = &self.0;
+        webhooks.ready(attributes).await?;
+        let hooks = webhooks.hooks();
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let wire = wire(attributes)?;
+        let served = wire.versions();
+        let labels = [
+            object.and_then(|o| wire.metadata(o)).map(|m| &m.labels),
+            old.and_then(|o| wire.metadata(o)).map(|m| &m.labels),
+        ];
+        let mut relevant = Vec::new();
+        for hook in hooks {
+            if let Some(version) = webhooks
+                .should_call(&hook, attributes, &served, labels)
+                .await?
+            {
+                relevant.push((hook, version));
+            }
+        }
+        if relevant.is_empty() {
+            return Ok(());
+        }
+        // The objects in each version asked for, converted once.
+        let mut versioned: BTreeMap<&str, (Option<Value>, Option<Value>)> = BTreeMap::new();
+        for (_, version) in &relevant {
+            if !versioned.contains_key(version.as_str()) {
+                let encode = |o: Option<&AnyObject>| o.map(|o| wire.encode(o, version)).transpose();
+                versioned.insert(version, (encode(object)?, encode(old)?));
+            }
+        }
+        let calls = relevant.iter().map(|(hook, version)| {
+            let (object, old_object) = &versioned[version.as_str()];
+            let invocation = Invocation {
+                attributes,
+                version,
+                object: object.as_ref(),
+                old_object: old_object.as_ref(),
+            };
+            async move { webhooks.call(hook, &invocation, false).await }
+        });
+        let results = futures::future::join_all(calls).await;
+        let mut errors = Vec::new();
+        for (index, ((hook, _), result)) in relevant.iter().zip(results).enumerate() {
+            match result {
+                Ok(_) => {}
+                Err(Failure::Calling(why)) if hook.fail_open => {
+                    tracing::warn!(webhook = %hook.name, "failed calling webhook, failing open: {why}");
+                    let key = format!("{VALIDATION_FAILED_OPEN}round_0_index_{index}");
+                    let _ = attributes.annotate(&key, &hook.name);
+                }
+                Err(Failure::Calling(why)) => {
+                    tracing::warn!(webhook = %hook.name, "failed calling webhook, failing closed: {why}");
+                    errors.push(calling_error(hook, &why));
+                }
+                Err(Failure::Rejected(refusal)) => errors.push(refusal),
+            }
+        }
+        match errors.into_iter().next() {
+            Some(first) => Err(first),
+            None => Ok(()),
+        }
+    }
+}
+
+/// See the module documentation.
+pub struct MutatingWebhooks(Webhooks<MutatingWebhookConfiguration>);
+
+impl MutatingWebhooks {
+    /// Builds the plugin and starts watching `MutatingWebhookConfiguration`s in the core cluster.
+    pub fn build(initializer: &Initializer) -> Result<Arc<dyn Plugin>, PluginError> {
+        Ok(Arc::new(MutatingWebhooks(Webhooks::start(
+            initializer,
+            MUTATING_ADMISSION_WEBHOOK,
+        )?)))
+    }
+}
+
+/// The object being mutated, in the version of the last webhook called.
+struct Versioned {
+    version: String,
+    value: Value,
+}
+
+impl MutatingWebhooks {
+    /// One round over the webhooks: all of them in round 0, in round 1 only `reinvoke`'s indices. Returns the
+    /// indices of the `IfNeeded` webhooks called before the last change, when a change was made.
+    #[allow(clippy::too_many_arguments)]
+    async fn round(
+        &self,
+        round: usize,
+        hooks: &[Hook],
+        reinvoke: Option<&[usize]>,
+        attributes: &Attributes,
+        object: &mut AnyObject,
+        old: Option<&AnyObject>,
+        old_versioned: &mut BTreeMap<String, Option<Value>>,
+    ) -> Result<Vec<usize>, ApiError> {
+        let webhooks = &self.0;
+        let wire = wire(attributes)?;
+        let served = wire.versions();
+        let mut current: Option<Versioned> = None;
+        let mut invoked_reinvocable = Vec::new();
+        let mut to_reinvoke = Vec::new();
+        for (index, hook) in hooks.iter().enumerate() {
+            if reinvoke.is_some_and(|r| !r.contains(&index)) {
+                continue;
+            }
+            let labels = [
+                wire.metadata(object).map(|m| m.labels.clone()),
+                old.and_then(|o| wire.metadata(o)).map(|m| m.labels.clone()),
+            ];
+            let Some(version) = webhooks
+                .should_call(
+                    hook,
+                    attributes,
+                    &served,
+                    [labels[0].as_ref(), labels[1].as_ref()],
+                )
+                .await?
+            else {
+                continue;
+            };
+            let value = match current.take() {
+                Some(c) if c.version == version => c.value,
+                _ => wire.encode(object, &version)?,
+            };
+            if !old_versioned.contains_key(&version) {
+                let encoded = old.map(|o| wire.encode(o, &version)).transpose()?;
+                old_versioned.insert(version.clone(), encoded);
+            }
+            let invocation = Invocation {
+                attributes,
+                version: &version,
+                object: Some(&value),
+                old_object: old_versioned[&version].as_ref(),
+            };
+            let result = webhooks.call(hook, &invocation, true).await;
+            let mut changed = false;
+            let outcome = match result {
+                Ok(verdict) => match verdict.patch {
+                    Some(patch) => {
+                        let patched = apply_patch(hook, &patch, &value)?;
+                        wire.decode_into(&patched, &version, object)?;
+                        // The object as it now reads in this version, defaults applied.
+                        let now = wire.encode(object, &version)?;
+                        changed = now != value;
+                        current = Some(Versioned {
+                            version: version.clone(),
+                            value: now,
+                        });
+                        Ok(())
+                    }
+                    None => {
+                        current = Some(Versioned { version, value });
+                        Ok(())
+                    }
+                },
+                Err(failure) => Err(failure),
+            };
+            let key = |prefix: &str| format!("{prefix}round_{round}_index_{index}");
+            let _ = attributes.annotate(
+                &key(MUTATION_ANNOTATION),
+                &json!({"configuration": hook.configuration, "webhook": hook.name, "mutated": changed})
+                    .to_string(),
+            );
+            if changed {
+                to_reinvoke.clone_from(&invoked_reinvocable);
+            }
+            if hook.reinvoke {
+                invoked_reinvocable.push(index);
+            }
+            match outcome {
+                Ok(()) => {}
+                Err(Failure::Calling(why)) if hook.fail_open => {
+                    tracing::warn!(webhook = %hook.name, "failed calling webhook, failing open: {why}");
+                    let _ = attributes.annotate(&key(MUTATION_FAILED_OPEN), &hook.name);
+                }
+                Err(Failure::Calling(why)) => return Err(calling_error(hook, &why)),
+                Err(Failure::Rejected(refusal)) => return Err(refusal),
+            }
+        }
+        Ok(to_reinvoke)
+    }
+}
+
+/// Applies a webhook's JSON patch to the object as the webhook saw it (upstream: 500 on a patch that does not
+/// decode or apply).
+fn apply_patch(hook: &Hook, patch: &[u8], value: &Value) -> Result<Value, ApiError> {
+    let patch = JsonPatch::decode(patch).map_err(|e| {
+        calling_error(
+            hook,
+            &format!("received undecodable patch in webhook response: {e}"),
+        )
+    })?;
+    let mut patched = value.clone();
+    patch.apply(&mut patched).map_err(ApiError::internal)?;
+    Ok(patched)
+}
+
+#[async_trait]
+impl Plugin for MutatingWebhooks {
+    async fn admit(
+        &self,
+        attributes: &Attributes,
+        object: &mut AnyObject,
+        old: Option<&AnyObject>,
+    ) -> Result<(), ApiError> {
+        self.0.ready(attributes).await?;
+        let hooks = self.0.hooks();
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let mut old_versioned = BTreeMap::new();
+        let reinvoke = self
+            .round(0, &hooks, None, attributes, object, old, &mut old_versioned)
+            .await?;
+        if !reinvoke.is_empty() {
+            self.round(
+                1,
+                &hooks,
+                Some(&reinvoke),
+                attributes,
+                object,
+                old,
+                &mut old_versioned,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,415 @@
+//! Admission webhooks configured in the real kube-apiserver apply to pizzas: a validating webhook refusing some
+//! pizzas (called in the version its rule names, only in namespaces its selector picks), a mutating webhook
+//! reached through a Service adding a label, a webhook that times out under `failurePolicy: Fail` and `Ignore`.
+//! The webhooks are an in-test HTTPS server on loopback that records what it was sent.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use apiserver::envtest::{Cluster, HttpsServer};
+use axum::Json;
+use axum::extract::State;
+use axum::routing::post;
+use base64::Engine;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::{GROUP, kubectl, kubectl_ok, pizza};
+
+/// The AdmissionReview requests each webhook got.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<Value>>>);
+
+impl Seen {
+    fn record(&self, review: &Value) {
+        self.0.lock().unwrap().push(review["request"].clone());
+    }
+
+    fn last_named(&self, name: &str) -> Option<Value> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|r| r["object"]["metadata"]["name"] == name)
+            .cloned()
+    }
+}
+
+fn answer(request: &Value, response: Value) -> Json<Value> {
+    let mut response = response;
+    response["uid"] = request["request"]["uid"].clone();
+    Json(json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": response,
+    }))
+}
+
+/// Refuses pizzas named `pineapple*` with 403 and a message; warns on every call.
+async fn deny(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Value> {
+    seen.record(&review);
+    let name = review["request"]["object"]["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default();
+    let allowed = !name.starts_with("pineapple");
+    answer(
+        &review,
+        json!({
+            "allowed": allowed,
+            "status": {"code": 403, "message": "no pineapple on pizza"},
+            "warnings": ["checked by the deny webhook"],
+        }),
+    )
+}
+
+/// Adds the label `webhook: mutated` with a JSON patch.
+async fn label(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Value> {
+    seen.record(&review);
+    let labels = &review["request"]["object"]["metadata"]["labels"];
+    let patch = if labels.is_object() {
+        json!([{"op": "add", "path": "/metadata/labels/webhook", "value": "mutated"}])
+    } else {
+        json!([{"op": "add", "path": "/metadata/labels", "value": {"webhook": "mutated"}}])
+    };
+    let patch = base64::engine::general_purpose::STANDARD.encode(patch.to_string());
+    answer(
+        &review,
+        json!({"allowed": true, "patchType": "JSONPatch", "patch": patch}),
+    )
+}
+
+/// Answers after three seconds.
+async fn slow(Json(review): Json<Value>) -> Json<Value> {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    answer(&review, json!({"allowed": true}))
+}
+
+fn webhook_rule(versions: &[&str]) -> Value {
+    json!({
+        "apiGroups": [GROUP],
+        "apiVersions": versions,
+        "resources": ["pizzas"],
+        "operations": ["CREATE", "UPDATE"],
+    })
+}
+
+/// Creates `pizza` in `namespace` through kube-apiserver; kubectl's output (stdout and stderr) and success.
+fn create(admin: &Path, namespace: &str, pizza: &Value) -> (bool, String) {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), pizza.to_string()).unwrap();
+    let out = kubectl(
+        admin,
+        &[
+            "create",
+            "-n",
+            namespace,
+            "-f",
+            file.path().to_str().unwrap(),
+        ],
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Creates pizzas named `<prefix>-<n>` until `done` says the configuration took effect (the server's informer
+/// sees configurations a moment after kube-apiserver stored them).
+async fn until(
+    admin: &Path,
+    namespace: &str,
+    prefix: &str,
+    labels: Value,
+    done: impl Fn(bool, &str) -> bool,
+) -> String {
+    for attempt in 0..100 {
+        let mut p = pizza(&format!("{prefix}-{attempt}"));
+        p["metadata"]["labels"] = labels.clone();
+        let (ok, text) = create(admin, namespace, &p);
+        if done(ok, &text) {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the webhook configuration never took effect for {prefix}");
+}
+
+pub async fn admission_webhooks(cluster: &Cluster, admin: &Path) {
+    let seen = Seen::default();
+    let router = axum::Router::new()
+        .route("/deny", post(deny))
+        .route("/label", post(label))
+        .route("/slow", post(slow))
+        .with_state(seen.clone());
+    let server = HttpsServer::start(router, &["webhook.pizza-e2e.svc", "localhost", "127.0.0.1"])
+        .await
+        .unwrap();
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&server.ca_pem);
+    let url = |path: &str| format!("https://127.0.0.1:{}{path}", server.port);
+
+    for (namespace, label) in [("webhooks-on", "on"), ("webhooks-off", "off")] {
+        kubectl_ok(admin, &["create", "namespace", namespace]);
+        kubectl_ok(
+            admin,
+            &[
+                "label",
+                "namespace",
+                namespace,
+                &format!("webhooks={label}"),
+            ],
+        );
+    }
+    // The mutating webhook is reached through a Service, resolved as the aggregator resolves one.
+    cluster.ensure_namespace("pizza-e2e").await.unwrap();
+    kubectl_ok(
+        admin,
+        &[
+            "create",
+            "service",
+            "externalname",
+            "webhook",
+            "-n",
+            "pizza-e2e",
+            "--external-name",
+            "localhost",
+        ],
+    );
+
+    let client = cluster.admin_client();
+    let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+    let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone());
+    let deny_config: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": "pizza-deny"},
+        "webhooks": [{
+            "name": "deny.pizza.example.com",
+            "clientConfig": {"url": url("/deny"), "caBundle": ca_bundle},
+            // Only v1beta1 is named: a v1alpha1 request is converted (matchPolicy Equivalent, the default).
+            "rules": [webhook_rule(&["v1beta1"])],
+            "namespaceSelector": {"matchLabels": {"webhooks": "on"}},
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+        }],
+    }))
+    .unwrap();
+    validating
+        .create(&PostParams::default(), &deny_config)
+        .await
+        .unwrap();
+    let label_config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": "pizza-label"},
+        "webhooks": [{
+            "name": "label.pizza.example.com",
+            "clientConfig": {
+                "service": {"namespace": "pizza-e2e", "name": "webhook", "path": "/label", "port": server.port},
+                "caBundle": ca_bundle,
+            },
+            "rules": [webhook_rule(&["*"])],
+            "namespaceSelector": {"matchLabels": {"webhooks": "on"}},
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1", "v1beta1"],
+        }],
+    }))
+    .unwrap();
+    mutating
+        .create(&PostParams::default(), &label_config)
+        .await
+        .unwrap();
+
+    // A v1alpha1 pineapple is refused with the webhook's code and message, and nothing is stored.
+    let refused = until(admin, "webhooks-on", "pineapple", json!({}), |ok, _| !ok).await;
+    assert!(
+        refused.contains(
+            "admission webhook \"deny.pizza.example.com\" denied the request: no pineapple on pizza"
+        ),
+        "{refused}"
+    );
+    // The webhook's Status had no reason: kubectl shows none, as with upstream.
+    assert!(refused.contains("Error from server: "), "{refused}");
+    let mut alpha = pizza("pineapple-alpha");
+    alpha["apiVersion"] = json!(format!("{GROUP}/v1alpha1"));
+    alpha["spec"] = json!({"toppings": ["salami"]});
+    let (ok, text) = create(admin, "webhooks-on", &alpha);
+    assert!(!ok, "{text}");
+    let out = kubectl(
+        admin,
+        &["get", "pizza", "pineapple-alpha", "-n", "webhooks-on"],
+    );
+    assert!(!out.status.success(), "a refused pizza was stored");
+
+    // What the webhook was sent: the request in v1beta1, converted from v1alpha1.
+    let request = seen
+        .last_named("pineapple-alpha")
+        .expect("the webhook saw the request");
+    assert_eq!(
+        request["kind"],
+        json!({"group": GROUP, "version": "v1beta1", "kind": "Pizza"})
+    );
+    assert_eq!(request["requestKind"]["version"], "v1alpha1");
+    assert_eq!(request["resource"]["resource"], "pizzas");
+    assert_eq!(request["requestResource"]["version"], "v1alpha1");
+    assert_eq!(request["operation"], "CREATE");
+    assert_eq!(request["namespace"], "webhooks-on");
+    assert_eq!(request["userInfo"]["username"], "admin");
+    assert!(
+        request["userInfo"]["groups"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("system:masters")),
+        "{request}"
+    );
+    assert_eq!(request["object"]["apiVersion"], format!("{GROUP}/v1beta1"));
+    assert_eq!(request["object"]["spec"]["toppings"][0]["name"], "salami");
+    assert_eq!(request["dryRun"], false);
+    assert_eq!(request["options"]["kind"], "CreateOptions");
+
+    // Server-side dry run calls webhooks without side effects, and is refused the same way.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), pizza("pineapple-dry").to_string()).unwrap();
+    let out = kubectl(
+        admin,
+        &[
+            "create",
+            "--dry-run=server",
+            "-n",
+            "webhooks-on",
+            "-f",
+            file.path().to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success());
+    assert_eq!(seen.last_named("pineapple-dry").unwrap()["dryRun"], true);
+
+    // Outside the selected namespaces, no webhook is called.
+    let (ok, text) = create(admin, "webhooks-off", &pizza("pineapple-off"));
+    assert!(ok, "{text}");
+    assert!(seen.last_named("pineapple-off").is_none());
+    let labels = kubectl_ok(
+        admin,
+        &[
+            "get",
+            "pizza",
+            "pineapple-off",
+            "-n",
+            "webhooks-off",
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ],
+    );
+    assert!(!labels.contains("mutated"), "{labels}");
+
+    // An allowed pizza gets the mutating webhook's label, and the deny webhook's warning reaches kubectl.
+    let (ok, text) = create(admin, "webhooks-on", &pizza("margherita-hooked"));
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("Warning: checked by the deny webhook"),
+        "{text}"
+    );
+    let labels = kubectl_ok(
+        admin,
+        &[
+            "get",
+            "pizza",
+            "margherita-hooked",
+            "-n",
+            "webhooks-on",
+            "-o",
+            "jsonpath={.metadata.labels.webhook}",
+        ],
+    );
+    assert_eq!(labels, "mutated");
+    // The validating webhook ran after the mutation: it saw the label.
+    let validated = seen.last_named("margherita-hooked").unwrap();
+    assert_eq!(
+        validated["object"]["metadata"]["labels"]["webhook"],
+        "mutated"
+    );
+
+    // An update is sent with the old object.
+    kubectl_ok(
+        admin,
+        &[
+            "label",
+            "pizza",
+            "margherita-hooked",
+            "-n",
+            "webhooks-on",
+            "fresh=yes",
+        ],
+    );
+    let update = seen.last_named("margherita-hooked").unwrap();
+    assert_eq!(update["operation"], "UPDATE");
+    assert_eq!(update["oldObject"]["metadata"]["name"], "margherita-hooked");
+    assert_eq!(update["object"]["metadata"]["labels"]["fresh"], "yes");
+    assert!(update["oldObject"]["metadata"]["labels"]["fresh"].is_null());
+
+    // A webhook that does not answer within its timeout: refused under failurePolicy Fail ...
+    let slow_config = |policy: &str| -> ValidatingWebhookConfiguration {
+        serde_json::from_value(json!({
+            "metadata": {"name": "pizza-slow"},
+            "webhooks": [{
+                "name": "slow.pizza.example.com",
+                "clientConfig": {"url": url("/slow"), "caBundle": ca_bundle},
+                "rules": [webhook_rule(&["*"])],
+                "objectSelector": {"matchLabels": {"slow": "yes"}},
+                "timeoutSeconds": 1,
+                "failurePolicy": policy,
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+            }],
+        }))
+        .unwrap()
+    };
+    validating
+        .create(&PostParams::default(), &slow_config("Fail"))
+        .await
+        .unwrap();
+    let failed = until(
+        admin,
+        "webhooks-off",
+        "slow",
+        json!({"slow": "yes"}),
+        |ok, _| !ok,
+    )
+    .await;
+    assert!(
+        failed.contains("failed calling webhook \"slow.pizza.example.com\""),
+        "{failed}"
+    );
+    assert!(failed.contains("context deadline exceeded"), "{failed}");
+    assert!(failed.contains("InternalError"), "{failed}");
+    // ... allowed under Ignore.
+    validating
+        .patch(
+            "pizza-slow",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"webhooks": [{"name": "slow.pizza.example.com", "failurePolicy": "Ignore"}]})),
+        )
+        .await
+        .unwrap();
+    until(
+        admin,
+        "webhooks-off",
+        "slow-ignored",
+        json!({"slow": "yes"}),
+        |ok, _| ok,
+    )
+    .await;
+
+    for name in ["pizza-deny", "pizza-slow"] {
+        validating
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    mutating
+        .delete("pizza-label", &DeleteParams::default())
+        .await
+        .unwrap();
+}
