@@ -53,6 +53,11 @@ thread_local! {
 /// Adds `n` to the running evaluation's cost, failing once the limit is passed. The failure is remembered, so an
 /// error that CEL's `&&`/`||` would absorb still ends the evaluation with the cost error.
 pub(crate) fn charge(n: u64) -> Result<(), ExecutionError> {
+    if EXCEEDED.with(Cell::get) {
+        // Already over: fail again at once, without counting (CEL's `&&`/`||` and `all`/`exists` go on evaluating
+        // the rest after an error, each further step stopping here).
+        return Err(crate::library::error(COST_LIMIT_EXCEEDED));
+    }
     let spent = SPENT.with(|s| {
         let v = s.get().saturating_add(n);
         s.set(v);

@@ -15,9 +15,89 @@ use std::sync::{Arc, OnceLock};
 const MAX_EXPRESSION_CODE_POINTS: usize = 100_000;
 
 /// The deepest expression accepted. The interpreter recurses once per level, so this bounds its stack use; upstream's
-/// parser refuses nesting deeper than 250, which is more than validation rules need and more than a test thread's
-/// stack holds in a debug build here.
+/// parser refuses nesting deeper than 250, which is more than validation rules need.
 const MAX_EXPRESSION_DEPTH: usize = 64;
+
+/// The most nesting the source text may suggest before it is parsed (see [`nesting_bound`]): the parser and the drop
+/// of its tree recurse once per level, so a chain like `1 + 1 + ... + 1` must be refused before either sees it.
+const MAX_SOURCE_NESTING: usize = 128;
+
+/// Parsing and evaluation run with at least this much stack left (the ANTLR parser takes several kilobytes a
+/// level in a debug build) ...
+const STACK_RED_ZONE: usize = 8 << 20;
+/// ... on a stack of this size when the calling thread has less (tokio's workers have 2 MiB).
+const STACK_SIZE: usize = 32 << 20;
+
+/// Runs `f` with [`STACK_RED_ZONE`] of stack at least.
+fn with_stack<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(STACK_RED_ZONE, STACK_SIZE, f)
+}
+
+/// An upper bound of how deep the expression `src` parses, from its text alone: brackets nest, and so do operators
+/// and selections chained at one level (`a.b.c`, `1 + 2 + 3` parse left-deep), except across `&&`, `||` and `,`
+/// (the parser balances `&&`/`||` chains). String literals are skipped.
+fn nesting_bound(src: &str) -> usize {
+    // per open bracket: operators chained since the last `&&`/`||`/`,`, and ternaries (which nest to the right);
+    // `total` is the sum over all open brackets, kept as they change
+    let mut levels: Vec<(usize, usize)> = vec![(0, 0)];
+    let mut total = 0usize;
+    let mut max = 0;
+    let mut chars = src.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                // a literal: up to the same quote, escapes skipped (triple quotes end at the next quote too:
+                // an over-estimate of nesting is harmless)
+                while let Some(d) = chars.next() {
+                    if d == '\\' {
+                        chars.next();
+                    } else if d == c {
+                        break;
+                    }
+                }
+            }
+            '(' | '[' | '{' => {
+                if c == '['
+                    && let Some(l) = levels.last_mut()
+                {
+                    // `a[0][0]` chains like selections
+                    l.0 += 1;
+                    total += 1;
+                }
+                levels.push((0, 0));
+            }
+            ')' | ']' | '}' => {
+                if levels.len() > 1
+                    && let Some((ops, ternaries)) = levels.pop()
+                {
+                    total -= ops + ternaries;
+                }
+            }
+            '&' | '|' | ',' => {
+                if let Some(l) = levels.last_mut() {
+                    total -= l.0;
+                    l.0 = 0;
+                }
+            }
+            '?' => {
+                if let Some(l) = levels.last_mut() {
+                    total = total - l.0 + 1;
+                    l.0 = 0;
+                    l.1 += 1;
+                }
+            }
+            '.' | '+' | '-' | '*' | '/' | '%' | '<' | '>' | '=' | '!' => {
+                if let Some(l) = levels.last_mut() {
+                    l.0 += 1;
+                    total += 1;
+                }
+            }
+            _ => {}
+        }
+        max = max.max(levels.len() + total);
+    }
+    max
+}
 
 /// The environment every program runs in: the standard library, Kubernetes' libraries and the cost functions.
 fn env() -> &'static Arc<Env> {
@@ -124,6 +204,13 @@ impl Program {
                 limit: MAX_EXPRESSION_CODE_POINTS,
             });
         }
+        if nesting_bound(source) > MAX_SOURCE_NESTING {
+            return Err(CompileError::TooDeep);
+        }
+        with_stack(|| Program::parse(source))
+    }
+
+    fn parse(source: &str) -> Result<Program, CompileError> {
         let parsed = env()
             .parser()
             .parse(source)
@@ -160,7 +247,7 @@ impl Program {
             .and_then(|()| {
                 let mut context = Context::with_env(Arc::clone(env()));
                 context.set_variable_resolver(activation);
-                Value::resolve(&self.instrumented, &context)
+                with_stack(|| Value::resolve(&self.instrumented, &context))
             })
             .map_err(EvalError::from);
         let result = if meter.exceeded() {
@@ -177,7 +264,7 @@ impl Program {
     /// Estimates the most this expression can cost, from what `variables` say about the data bound to them (their
     /// schemas' `maxItems`, `maxLength`, `maxProperties`), as upstream's estimator does before admitting a rule.
     pub fn estimate_cost(&self, variables: &[VariableSchema<'_>]) -> CostEstimate {
-        estimate::estimate(&self.parsed, variables)
+        with_stack(|| estimate::estimate(&self.parsed, variables))
     }
 
     /// Refuses the expression when its estimated cost exceeds `budget`, with upstream's text (`estimated rule cost
