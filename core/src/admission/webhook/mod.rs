@@ -9,6 +9,7 @@
 //! `sideEffects` on dry runs, warnings, audit annotations and the error texts are upstream's.
 
 mod client;
+mod conditions;
 mod matching;
 mod review;
 
@@ -30,6 +31,7 @@ use crate::registry::ApiError;
 use crate::runtime::GroupResource;
 use crate::runtime::json_patch::JsonPatch;
 use client::Clients;
+use conditions::Conditions;
 use matching::Hook;
 use review::Invocation;
 
@@ -88,6 +90,7 @@ struct Webhooks<C: Configuration> {
     configurations: Store<C>,
     cluster: CoreCluster,
     clients: Clients,
+    conditions: Conditions,
 }
 
 /// Why a webhook call did not allow the request.
@@ -109,6 +112,7 @@ impl<C: Configuration> Webhooks<C> {
         Ok(Webhooks {
             configurations,
             clients: Clients::new(cluster.clone()),
+            conditions: Conditions::default(),
             cluster,
         })
     }
@@ -185,19 +189,17 @@ impl<C: Configuration> Webhooks<C> {
         if !matching::object_selector_matches(hook, &labels)? {
             return Ok(None);
         }
-        if !hook.match_conditions.is_empty() {
-            // Match conditions are CEL expressions, which this server does not evaluate yet: fail closed, as
-            // upstream does when a condition cannot be evaluated.
-            return Err(ApiError::forbidden(
-                &attributes.resource,
-                &attributes.name,
-                &format!(
-                    "webhook {:?}: matchConditions are not supported by this server",
-                    hook.name
-                ),
-            ));
-        }
         Ok(Some(version))
+    }
+
+    /// Whether the webhook's `matchConditions` hold for the request as it would be sent.
+    fn conditions_match(&self, hook: &Hook, invocation: &Invocation<'_>) -> Result<bool, ApiError> {
+        if hook.match_conditions.is_empty() {
+            return Ok(true);
+        }
+        let review = review::request(invocation, "", "v1");
+        self.conditions
+            .matches(hook, &review["request"], invocation.attributes)
     }
 
     /// Calls one webhook and checks its answer.
@@ -309,19 +311,32 @@ impl Plugin for ValidatingWebhooks {
                 versioned.insert(version, (encode(object)?, encode(old)?));
             }
         }
-        let calls = relevant.iter().map(|(hook, version)| {
-            let (object, old_object) = &versioned[version.as_str()];
-            let invocation = Invocation {
+        let invocation = |version: &'_ str| {
+            let (object, old_object) = &versioned[version];
+            Invocation {
                 attributes,
-                version,
+                version: "",
                 object: object.as_ref(),
                 old_object: old_object.as_ref(),
+            }
+        };
+        let mut called = Vec::new();
+        for (hook, version) in &relevant {
+            let invocation = Invocation {
+                version,
+                ..invocation(version)
             };
-            async move { webhooks.call(hook, &invocation, false).await }
-        });
+            if webhooks.conditions_match(hook, &invocation)? {
+                called.push((hook, invocation));
+            }
+        }
+        let relevant: Vec<&Hook> = called.iter().map(|(hook, _)| *hook).collect();
+        let calls = called
+            .iter()
+            .map(|(hook, invocation)| webhooks.call(hook, invocation, false));
         let results = futures::future::join_all(calls).await;
         let mut errors = Vec::new();
-        for (index, ((hook, _), result)) in relevant.iter().zip(results).enumerate() {
+        for (index, (hook, result)) in relevant.into_iter().zip(results).enumerate() {
             match result {
                 Ok(_) => {}
                 Err(Failure::Calling(why)) if hook.fail_open => {
@@ -415,6 +430,10 @@ impl MutatingWebhooks {
                 object: Some(&value),
                 old_object: old_versioned[&version].as_ref(),
             };
+            if !webhooks.conditions_match(hook, &invocation)? {
+                current = Some(Versioned { version, value });
+                continue;
+            }
             let result = webhooks.call(hook, &invocation, true).await;
             let mut changed = false;
             let outcome = match result {

@@ -20,23 +20,27 @@ use serde_json::{Value, json};
 
 use super::{GROUP, kubectl, kubectl_ok, pizza};
 
-/// The AdmissionReview requests each webhook got.
+/// The AdmissionReview requests the webhooks got, with the webhook's path.
 #[derive(Clone, Default)]
-struct Seen(Arc<Mutex<Vec<Value>>>);
+struct Seen(Arc<Mutex<Vec<(&'static str, Value)>>>);
 
 impl Seen {
-    fn record(&self, review: &Value) {
-        self.0.lock().unwrap().push(review["request"].clone());
+    fn record(&self, webhook: &'static str, review: &Value) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((webhook, review["request"].clone()));
     }
 
-    fn last_named(&self, name: &str) -> Option<Value> {
+    /// The last request `webhook` got about the object `name`.
+    fn last(&self, webhook: &str, name: &str) -> Option<Value> {
         self.0
             .lock()
             .unwrap()
             .iter()
             .rev()
-            .find(|r| r["object"]["metadata"]["name"] == name)
-            .cloned()
+            .find(|(w, r)| *w == webhook && r["object"]["metadata"]["name"] == name)
+            .map(|(_, r)| r.clone())
     }
 }
 
@@ -52,7 +56,7 @@ fn answer(request: &Value, response: Value) -> Json<Value> {
 
 /// Refuses pizzas named `pineapple*` with 403 and a message; warns on every call.
 async fn deny(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Value> {
-    seen.record(&review);
+    seen.record("deny", &review);
     let name = review["request"]["object"]["metadata"]["name"]
         .as_str()
         .unwrap_or_default();
@@ -69,7 +73,7 @@ async fn deny(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Value
 
 /// Adds the label `webhook: mutated` with a JSON patch.
 async fn label(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Value> {
-    seen.record(&review);
+    seen.record("label", &review);
     let labels = &review["request"]["object"]["metadata"]["labels"];
     let patch = if labels.is_object() {
         json!([{"op": "add", "path": "/metadata/labels/webhook", "value": "mutated"}])
@@ -193,6 +197,11 @@ pub async fn admission_webhooks(cluster: &Cluster, admin: &Path) {
             // Only v1beta1 is named: a v1alpha1 request is converted (matchPolicy Equivalent, the default).
             "rules": [webhook_rule(&["v1beta1"])],
             "namespaceSelector": {"matchLabels": {"webhooks": "on"}},
+            // A CEL match condition: pizzas labelled `exempt` are not sent.
+            "matchConditions": [{
+                "name": "not-exempt",
+                "expression": "!has(object.metadata.labels) || !('exempt' in object.metadata.labels)",
+            }],
             "sideEffects": "None",
             "admissionReviewVersions": ["v1"],
         }],
@@ -245,7 +254,7 @@ pub async fn admission_webhooks(cluster: &Cluster, admin: &Path) {
 
     // What the webhook was sent: the request in v1beta1, converted from v1alpha1.
     let request = seen
-        .last_named("pineapple-alpha")
+        .last("deny", "pineapple-alpha")
         .expect("the webhook saw the request");
     assert_eq!(
         request["kind"],
@@ -284,12 +293,21 @@ pub async fn admission_webhooks(cluster: &Cluster, admin: &Path) {
         ],
     );
     assert!(!out.status.success());
-    assert_eq!(seen.last_named("pineapple-dry").unwrap()["dryRun"], true);
+    assert_eq!(seen.last("deny", "pineapple-dry").unwrap()["dryRun"], true);
+
+    // A pizza the match condition exempts is not sent to the deny webhook.
+    let mut exempt = pizza("pineapple-exempt");
+    exempt["metadata"]["labels"] = json!({"exempt": "yes"});
+    let (ok, text) = create(admin, "webhooks-on", &exempt);
+    assert!(ok, "{text}");
+    assert!(seen.last("label", "pineapple-exempt").is_some());
+    assert!(seen.last("deny", "pineapple-exempt").is_none());
 
     // Outside the selected namespaces, no webhook is called.
     let (ok, text) = create(admin, "webhooks-off", &pizza("pineapple-off"));
     assert!(ok, "{text}");
-    assert!(seen.last_named("pineapple-off").is_none());
+    assert!(seen.last("deny", "pineapple-off").is_none());
+    assert!(seen.last("label", "pineapple-off").is_none());
     let labels = kubectl_ok(
         admin,
         &[
@@ -325,7 +343,7 @@ pub async fn admission_webhooks(cluster: &Cluster, admin: &Path) {
     );
     assert_eq!(labels, "mutated");
     // The validating webhook ran after the mutation: it saw the label.
-    let validated = seen.last_named("margherita-hooked").unwrap();
+    let validated = seen.last("deny", "margherita-hooked").unwrap();
     assert_eq!(
         validated["object"]["metadata"]["labels"]["webhook"],
         "mutated"
@@ -343,7 +361,7 @@ pub async fn admission_webhooks(cluster: &Cluster, admin: &Path) {
             "fresh=yes",
         ],
     );
-    let update = seen.last_named("margherita-hooked").unwrap();
+    let update = seen.last("deny", "margherita-hooked").unwrap();
     assert_eq!(update["operation"], "UPDATE");
     assert_eq!(update["oldObject"]["metadata"]["name"], "margherita-hooked");
     assert_eq!(update["object"]["metadata"]["labels"]["fresh"], "yes");

@@ -1,0 +1,87 @@
+//! A webhook's `matchConditions` (upstream's `matchconditions.Matcher`): CEL expressions over `object`,
+//! `oldObject` and `request`, all of which must be true for the webhook to be called. A condition that is false
+//! skips the webhook; one that fails to evaluate refuses the request under `failurePolicy: Fail` and skips the
+//! webhook under `Ignore`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use apiserver_cel::{Activation, Program, Value};
+
+use super::matching::Hook;
+use crate::registry::ApiError;
+
+/// Upstream's runtime cost budget for one webhook's match conditions.
+const COST_BUDGET: u64 = 1_000_000;
+
+/// Compiled expressions by source, shared by every request.
+#[derive(Default)]
+pub(super) struct Conditions {
+    compiled: Mutex<HashMap<String, Arc<Program>>>,
+}
+
+impl Conditions {
+    fn program(&self, expression: &str) -> Result<Arc<Program>, String> {
+        if let Some(found) = self
+            .compiled
+            .lock()
+            .ok()
+            .and_then(|c| c.get(expression).cloned())
+        {
+            return Ok(found);
+        }
+        let program =
+            Arc::new(Program::compile(expression).map_err(|e| format!("compilation failed: {e}"))?);
+        if let Ok(mut compiled) = self.compiled.lock() {
+            compiled.insert(expression.to_string(), program.clone());
+        }
+        Ok(program)
+    }
+
+    /// Whether the webhook applies: `request` is the AdmissionRequest the webhook would get, whose `object` and
+    /// `oldObject` are bound as variables of their own too.
+    pub fn matches(
+        &self,
+        hook: &Hook,
+        request: &serde_json::Value,
+        attributes: &crate::admission::Attributes,
+    ) -> Result<bool, ApiError> {
+        if hook.match_conditions.is_empty() {
+            return Ok(true);
+        }
+        let activation = Activation::new()
+            .bind_json("object", &request["object"])
+            .bind_json("oldObject", &request["oldObject"])
+            .bind_json("request", request);
+        let mut errors = Vec::new();
+        let mut budget = COST_BUDGET;
+        for condition in &hook.match_conditions {
+            let evaluated = self.program(&condition.expression).and_then(|program| {
+                let evaluation = program.evaluate_with_limit(&activation, budget);
+                budget = budget.saturating_sub(evaluation.cost);
+                evaluation.result.map_err(|e| e.to_string())
+            });
+            match evaluated {
+                Ok(Value::Bool(false)) => return Ok(false),
+                Ok(Value::Bool(true)) => {}
+                Ok(other) => errors.push(format!(
+                    "expression '{}' resulted in error: no such overload: {other:?} is not a bool",
+                    condition.expression
+                )),
+                Err(e) => errors.push(format!(
+                    "expression '{}' resulted in error: {e}",
+                    condition.expression
+                )),
+            }
+        }
+        if errors.is_empty() || hook.fail_open {
+            return Ok(errors.is_empty());
+        }
+        let why = if errors.len() == 1 {
+            errors.remove(0)
+        } else {
+            format!("[{}]", errors.join(", "))
+        };
+        Err(attributes.forbidden(why))
+    }
+}
