@@ -7,8 +7,11 @@
 //! inside the optimistic update loop, and admission never depends on the store.
 
 mod chain;
+mod expressions;
+mod matching;
 mod namespace_lifecycle;
 mod plugins;
+mod policy;
 mod typed;
 mod webhook;
 mod wire;
@@ -16,6 +19,7 @@ mod wire;
 pub use chain::{AnyObject, Attributes, Chain, Operation, Plugin, ValidatingCheck};
 pub use namespace_lifecycle::{NAMESPACE_LIFECYCLE, NamespaceLifecycle};
 pub use plugins::{AdmissionOptions, Initializer, Lister, Listers, PluginError, Plugins};
+pub use policy::{VALIDATING_ADMISSION_POLICY, ValidatingPolicies};
 pub use typed::{KindCheck, check};
 pub use webhook::{
     MUTATING_ADMISSION_WEBHOOK, MutatingWebhooks, VALIDATING_ADMISSION_WEBHOOK, ValidatingWebhooks,

@@ -51,7 +51,8 @@ pub use options::{Mode, RecommendedOptions, StorageMediaType, StorageOptions};
 use crate::admission::{
     AdmissionOptions, Initializer, MUTATING_ADMISSION_WEBHOOK, MutatingWebhooks,
     NAMESPACE_LIFECYCLE, NamespaceLifecycle, Plugin, PluginError, Plugins,
-    VALIDATING_ADMISSION_WEBHOOK, ValidatingWebhooks,
+    VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_WEBHOOK, ValidatingPolicies,
+    ValidatingWebhooks,
 };
 use crate::auth::{
     ALL_AUTHENTICATED_GROUP, BearerTokens, DEFAULT_ALWAYS_ALLOW_PATHS, SYSTEM_PRIVILEGED_GROUP,
@@ -191,8 +192,8 @@ impl App {
             };
         let mode = self.options.mode();
         let format = storage.media_type.media_type();
-        // Upstream's recommended order: NamespaceLifecycle, the webhooks (on when there is a core cluster),
-        // then the server's own plugins.
+        // Upstream's recommended order: NamespaceLifecycle, the webhooks and policies (on when there is a core
+        // cluster), then the server's own plugins.
         let delegated = core_cluster.is_some();
         let plugins = Plugins::new()
             .register(NAMESPACE_LIFECYCLE, delegated, NamespaceLifecycle::build)
@@ -200,6 +201,11 @@ impl App {
                 MUTATING_ADMISSION_WEBHOOK,
                 delegated,
                 MutatingWebhooks::build,
+            )
+            .register(
+                VALIDATING_ADMISSION_POLICY,
+                delegated,
+                ValidatingPolicies::build,
             )
             .register(
                 VALIDATING_ADMISSION_WEBHOOK,

@@ -3,41 +3,22 @@
 //! skips the webhook; one that fails to evaluate refuses the request under `failurePolicy: Fail` and skips the
 //! webhook under `Ignore`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use apiserver_cel::{Activation, Value};
 
-use apiserver_cel::{Activation, Program, Value};
-
-use super::matching::Hook;
+use super::hook::Hook;
+use crate::admission::expressions::Programs;
 use crate::registry::ApiError;
 
 /// Upstream's runtime cost budget for one webhook's match conditions.
 const COST_BUDGET: u64 = 1_000_000;
 
-/// Compiled expressions by source, shared by every request.
+/// The match conditions' compiled programs.
 #[derive(Default)]
 pub(super) struct Conditions {
-    compiled: Mutex<HashMap<String, Arc<Program>>>,
+    programs: Programs,
 }
 
 impl Conditions {
-    fn program(&self, expression: &str) -> Result<Arc<Program>, String> {
-        if let Some(found) = self
-            .compiled
-            .lock()
-            .ok()
-            .and_then(|c| c.get(expression).cloned())
-        {
-            return Ok(found);
-        }
-        let program =
-            Arc::new(Program::compile(expression).map_err(|e| format!("compilation failed: {e}"))?);
-        if let Ok(mut compiled) = self.compiled.lock() {
-            compiled.insert(expression.to_string(), program.clone());
-        }
-        Ok(program)
-    }
-
     /// Whether the webhook applies: `request` is the AdmissionRequest the webhook would get, whose `object` and
     /// `oldObject` are bound as variables of their own too.
     pub fn matches(
@@ -56,11 +37,14 @@ impl Conditions {
         let mut errors = Vec::new();
         let mut budget = COST_BUDGET;
         for condition in &hook.match_conditions {
-            let evaluated = self.program(&condition.expression).and_then(|program| {
-                let evaluation = program.evaluate_with_limit(&activation, budget);
-                budget = budget.saturating_sub(evaluation.cost);
-                evaluation.result.map_err(|e| e.to_string())
-            });
+            let evaluated = self
+                .programs
+                .get(&condition.expression)
+                .and_then(|program| {
+                    let evaluation = program.evaluate_with_limit(&activation, budget);
+                    budget = budget.saturating_sub(evaluation.cost);
+                    evaluation.result.map_err(|e| e.to_string())
+                });
             match evaluated {
                 Ok(Value::Bool(false)) => return Ok(false),
                 Ok(Value::Bool(true)) => {}

@@ -10,8 +10,8 @@
 
 mod client;
 mod conditions;
-mod matching;
-mod review;
+mod hook;
+pub(super) mod review;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,14 +25,13 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::runtime::reflector::Store;
 use serde_json::{Value, json};
 
-use super::{AnyObject, Attributes, Initializer, Plugin, PluginError};
+use super::{AnyObject, Attributes, Initializer, Plugin, PluginError, matching};
 use crate::cluster::CoreCluster;
 use crate::registry::ApiError;
-use crate::runtime::GroupResource;
 use crate::runtime::json_patch::JsonPatch;
 use client::Clients;
 use conditions::Conditions;
-use matching::Hook;
+use hook::Hook;
 use review::Invocation;
 
 /// The mutating plugin's name in `--enable-admission-plugins` / `--disable-admission-plugins`.
@@ -145,26 +144,6 @@ impl<C: Configuration> Webhooks<C> {
         configurations.iter().flat_map(|c| c.hooks()).collect()
     }
 
-    /// The labels of the request's namespace: from the informer, else looked up live (upstream's
-    /// `GetNamespaceLabels`).
-    async fn namespace_labels(&self, name: &str) -> Result<BTreeMap<String, String>, ApiError> {
-        if let Some(namespace) = self.cluster.namespace(name) {
-            return Ok(namespace.metadata.labels.clone().unwrap_or_default());
-        }
-        let api = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(self.cluster.client());
-        match api.get_opt(name).await {
-            Ok(Some(namespace)) => Ok(namespace.metadata.labels.unwrap_or_default()),
-            Ok(None) => Err(ApiError::not_found(
-                &GroupResource {
-                    group: String::new(),
-                    resource: "namespaces".into(),
-                },
-                name,
-            )),
-            Err(e) => Err(ApiError::internal(e)),
-        }
-    }
-
     /// The version `hook` is called in, or `None` when it does not apply to the request (upstream's
     /// `ShouldCallHook`).
     async fn should_call(
@@ -174,19 +153,21 @@ impl<C: Configuration> Webhooks<C> {
         served: &[&'static str],
         labels: [Option<&BTreeMap<String, String>>; 2],
     ) -> Result<Option<String>, ApiError> {
-        let Some(version) = matching::matched_version(hook, attributes, served) else {
+        let Some(version) =
+            matching::matched_version(&hook.rules, hook.equivalent, attributes, served)
+        else {
             return Ok(None);
         };
-        if !attributes.namespace.is_empty()
-            && let Some(selector) =
-                matching::selector(&hook.namespace_selector).map_err(ApiError::internal)?
+        if !matching::namespace_selector_matches(
+            &self.cluster,
+            &hook.namespace_selector,
+            attributes,
+        )
+        .await?
         {
-            let namespace = self.namespace_labels(&attributes.namespace).await?;
-            if !selector.matches(&namespace) {
-                return Ok(None);
-            }
+            return Ok(None);
         }
-        if !matching::object_selector_matches(hook, &labels)? {
+        if !matching::object_selector_matches(&hook.object_selector, &labels)? {
             return Ok(None);
         }
         Ok(Some(version))

@@ -23,7 +23,7 @@ pub(super) fn review_version(accepted: &[String]) -> Result<&'static str, String
 }
 
 /// What a request is sent as: the resource and kind in the version the webhook matched, and the objects in it.
-pub(super) struct Invocation<'a> {
+pub(crate) struct Invocation<'a> {
     pub attributes: &'a Attributes,
     pub version: &'a str,
     pub object: Option<&'a Value>,
@@ -48,7 +48,7 @@ fn options(attributes: &Attributes) -> Value {
 }
 
 /// The `AdmissionReview` body for `uid` in `review_version`.
-pub(super) fn request(invocation: &Invocation, uid: &str, review_version: &str) -> Value {
+pub(crate) fn request(invocation: &Invocation, uid: &str, review_version: &str) -> Value {
     let a = invocation.attributes;
     let group = &a.resource.group;
     let resource = &a.resource.resource;

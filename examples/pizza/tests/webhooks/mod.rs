@@ -1,7 +1,8 @@
-//! Admission webhooks configured in the real kube-apiserver apply to pizzas: a validating webhook refusing some
-//! pizzas (called in the version its rule names, only in namespaces its selector picks), a mutating webhook
-//! reached through a Service adding a label, a webhook that times out under `failurePolicy: Fail` and `Ignore`.
-//! The webhooks are an in-test HTTPS server on loopback that records what it was sent.
+//! Admission configured in the real kube-apiserver applies to pizzas. Webhooks: a validating webhook refusing
+//! some pizzas (called in the version its rule names, only in namespaces its selector picks, not for pizzas its
+//! CEL match condition exempts), a mutating webhook reached through a Service adding a label, a webhook that
+//! times out under `failurePolicy: Fail` and `Ignore`; they are an in-test HTTPS server on loopback that records
+//! what it was sent. ValidatingAdmissionPolicies: a denying policy with a ConfigMap parameter and a warning one.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -430,4 +431,173 @@ pub async fn admission_webhooks(cluster: &Cluster, admin: &Path) {
         .delete("pizza-label", &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// A pizza with `count` toppings (of those the artifacts create).
+fn pizza_with(name: &str, count: usize) -> Value {
+    let mut p = pizza(name);
+    let toppings: Vec<Value> = ["salami", "mozzarella", "tomato"]
+        .iter()
+        .take(count)
+        .map(|t| json!({"name": t, "quantity": 1}))
+        .collect();
+    p["spec"]["toppings"] = json!(toppings);
+    p
+}
+
+/// ValidatingAdmissionPolicies with bindings in the real kube-apiserver apply to pizzas: a policy with a
+/// ConfigMap parameter, a variable and a message expression denies, another only warns; bindings select
+/// namespaces by label.
+pub async fn admission_policies(cluster: &Cluster, admin: &Path) {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    let client = cluster.admin_client();
+    kubectl_ok(admin, &["create", "namespace", "policies-on"]);
+    kubectl_ok(admin, &["label", "namespace", "policies-on", "policies=on"]);
+    let limits: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "pizza-limits", "namespace": "default"},
+        "data": {"maxToppings": "2"},
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &limits)
+        .await
+        .unwrap();
+    let policies = Api::<ValidatingAdmissionPolicy>::all(client.clone());
+    let bindings = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone());
+    let policy = |name: &str, spec: Value| -> ValidatingAdmissionPolicy {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+    };
+    let binding = |name: &str, spec: Value| -> ValidatingAdmissionPolicyBinding {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+    };
+    let rules = json!({"resourceRules": [webhook_rule(&["v1beta1"])]});
+    policies
+        .create(
+            &PostParams::default(),
+            &policy(
+                "max-toppings",
+                json!({
+                    "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                    "matchConstraints": rules,
+                    "variables": [{"name": "count", "expression": "size(object.spec.toppings)"}],
+                    "validations": [{
+                        "expression": "variables.count <= int(params.data.maxToppings)",
+                        "messageExpression": "'a pizza may have at most ' + params.data.maxToppings + ' toppings, this one has ' + string(variables.count)",
+                        "reason": "Forbidden",
+                    }],
+                    "failurePolicy": "Fail",
+                }),
+            ),
+        )
+        .await
+        .unwrap();
+    bindings
+        .create(
+            &PostParams::default(),
+            &binding(
+                "max-toppings-binding",
+                json!({
+                    "policyName": "max-toppings",
+                    "paramRef": {"name": "pizza-limits", "namespace": "default", "parameterNotFoundAction": "Deny"},
+                    "validationActions": ["Deny"],
+                    "matchResources": {"namespaceSelector": {"matchLabels": {"policies": "on"}}},
+                }),
+            ),
+        )
+        .await
+        .unwrap();
+    policies
+        .create(
+            &PostParams::default(),
+            &policy(
+                "short-names",
+                json!({
+                    "matchConstraints": rules,
+                    "validations": [{"expression": "size(object.metadata.name) <= 12", "message": "names are short"}],
+                }),
+            ),
+        )
+        .await
+        .unwrap();
+    bindings
+        .create(
+            &PostParams::default(),
+            &binding(
+                "short-names-binding",
+                json!({"policyName": "short-names", "validationActions": ["Warn"]}),
+            ),
+        )
+        .await
+        .unwrap();
+
+    // Three toppings are one too many: refused with the message expression's text, as 403 (reason Forbidden).
+    let mut denied = String::new();
+    for attempt in 0..100 {
+        let (ok, text) = create(
+            admin,
+            "policies-on",
+            &pizza_with(&format!("loaded-{attempt}"), 3),
+        );
+        if !ok {
+            denied = text;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        denied.contains("ValidatingAdmissionPolicy 'max-toppings' with binding 'max-toppings-binding' denied request: a pizza may have at most 2 toppings, this one has 3"),
+        "{denied}"
+    );
+    assert!(denied.contains("(Forbidden)"), "{denied}");
+    // Two are fine; outside the bound namespaces three are too.
+    let (ok, text) = create(admin, "policies-on", &pizza_with("two", 2));
+    assert!(ok, "{text}");
+    let (ok, text) = create(admin, "webhooks-off", &pizza_with("three", 3));
+    assert!(ok, "{text}");
+    // The Warn binding only warns (the name is longer than 12 characters).
+    let (ok, text) = create(admin, "policies-on", &pizza_with("a-rather-long-name", 1));
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("Warning: Validation failed for ValidatingAdmissionPolicy 'short-names' with binding 'short-names-binding': names are short"),
+        "{text}"
+    );
+    // The parameter is read live: raising the limit admits three toppings.
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .patch(
+            "pizza-limits",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"maxToppings": "3"}})),
+        )
+        .await
+        .unwrap();
+    let (ok, text) = create(admin, "policies-on", &pizza_with("three", 3));
+    assert!(ok, "{text}");
+    // Without its parameter the binding denies (parameterNotFoundAction: Deny).
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .delete("pizza-limits", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (ok, text) = create(admin, "policies-on", &pizza_with("unlimited", 1));
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"),
+        "{text}"
+    );
+
+    for name in ["max-toppings-binding", "short-names-binding"] {
+        bindings
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    for name in ["max-toppings", "short-names"] {
+        policies
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
 }

@@ -1,121 +1,22 @@
-//! Which webhooks a request calls, and in which version (upstream's `ShouldCallHook` with the `rules`,
-//! `namespace` and `object` predicates): rules on operation, group, version, resource/subresource and scope;
-//! `matchPolicy: Equivalent` trying the resource's other served versions; namespace and object selectors.
+//! Which requests an admission webhook or policy applies to, and in which version (upstream's `rules`,
+//! `namespace` and `object` predicates and policy `matching`): rules on operation, group, version,
+//! resource/subresource and scope; `matchPolicy: Equivalent` trying the resource's other served versions;
+//! namespace and object selectors.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MatchCondition, MutatingWebhook, RuleWithOperations, ValidatingWebhook, WebhookClientConfig,
-};
+use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as WireSelector;
 
 use crate::admission::Attributes;
 use crate::registry::ApiError;
 use crate::storage::{LabelSelector, Operator, Requirement, SelectorError};
 
-/// One webhook of a configuration, mutating or validating, as the dispatcher needs it (upstream's
-/// `WebhookAccessor`).
-#[derive(Clone, Debug)]
-pub(super) struct Hook {
-    pub configuration: String,
-    pub name: String,
-    pub client: WebhookClientConfig,
-    pub rules: Vec<RuleWithOperations>,
-    /// `Fail` unless `Ignore`.
-    pub fail_open: bool,
-    /// `Equivalent` (the default) rather than `Exact`.
-    pub equivalent: bool,
-    pub namespace_selector: Option<WireSelector>,
-    pub object_selector: Option<WireSelector>,
-    pub side_effects: String,
-    /// Seconds; upstream's v1 default is 10.
-    pub timeout_seconds: u64,
-    pub review_versions: Vec<String>,
-    pub match_conditions: Vec<MatchCondition>,
-    /// `reinvocationPolicy: IfNeeded` (mutating only).
-    pub reinvoke: bool,
-}
-
-/// Upstream's default `timeoutSeconds` in admissionregistration v1.
-const DEFAULT_TIMEOUT_SECONDS: u64 = 10;
-
-impl Hook {
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        configuration: &str,
-        name: &str,
-        client: &WebhookClientConfig,
-        rules: &Option<Vec<RuleWithOperations>>,
-        failure_policy: &Option<String>,
-        match_policy: &Option<String>,
-        selectors: (&Option<WireSelector>, &Option<WireSelector>),
-        side_effects: &str,
-        timeout_seconds: Option<i32>,
-        review_versions: &[String],
-        match_conditions: &Option<Vec<MatchCondition>>,
-    ) -> Hook {
-        Hook {
-            configuration: configuration.to_string(),
-            name: name.to_string(),
-            client: client.clone(),
-            rules: rules.clone().unwrap_or_default(),
-            fail_open: failure_policy.as_deref() == Some("Ignore"),
-            equivalent: match_policy.as_deref() != Some("Exact"),
-            namespace_selector: selectors.0.clone(),
-            object_selector: selectors.1.clone(),
-            side_effects: side_effects.to_string(),
-            timeout_seconds: timeout_seconds
-                .and_then(|t| u64::try_from(t).ok())
-                .unwrap_or(DEFAULT_TIMEOUT_SECONDS),
-            review_versions: review_versions.to_vec(),
-            match_conditions: match_conditions.clone().unwrap_or_default(),
-            reinvoke: false,
-        }
-    }
-
-    pub fn mutating(configuration: &str, w: &MutatingWebhook) -> Hook {
-        let mut hook = Hook::new(
-            configuration,
-            &w.name,
-            &w.client_config,
-            &w.rules,
-            &w.failure_policy,
-            &w.match_policy,
-            (&w.namespace_selector, &w.object_selector),
-            &w.side_effects,
-            w.timeout_seconds,
-            &w.admission_review_versions,
-            &w.match_conditions,
-        );
-        hook.reinvoke = w.reinvocation_policy.as_deref() == Some("IfNeeded");
-        hook
-    }
-
-    pub fn validating(configuration: &str, w: &ValidatingWebhook) -> Hook {
-        Hook::new(
-            configuration,
-            &w.name,
-            &w.client_config,
-            &w.rules,
-            &w.failure_policy,
-            &w.match_policy,
-            (&w.namespace_selector, &w.object_selector),
-            &w.side_effects,
-            w.timeout_seconds,
-            &w.admission_review_versions,
-            &w.match_conditions,
-        )
-    }
-
-    /// Whether the webhook may be called on a dry run (upstream: side effects `None` or `NoneOnDryRun`).
-    pub fn allows_dry_run(&self) -> bool {
-        matches!(self.side_effects.as_str(), "None" | "NoneOnDryRun")
-    }
-}
-
 /// The group, version and resource a rule is matched against.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Gvr<'a> {
+pub(crate) struct Gvr<'a> {
     pub group: &'a str,
     pub version: &'a str,
     pub resource: &'a str,
@@ -129,7 +30,7 @@ fn exact_or_wildcard(items: &Option<Vec<String>>, requested: &str) -> bool {
 }
 
 /// Upstream's `rules.Matcher.Matches` for one rule.
-pub(super) fn rule_matches(rule: &RuleWithOperations, attributes: &Attributes, gvr: &Gvr) -> bool {
+pub(crate) fn rule_matches(rule: &RuleWithOperations, attributes: &Attributes, gvr: &Gvr) -> bool {
     let namespace_resource = gvr.group.is_empty() && gvr.resource == "namespaces";
     let scope = match rule.scope.as_deref() {
         None | Some("*") => true,
@@ -157,8 +58,9 @@ pub(super) fn rule_matches(rule: &RuleWithOperations, attributes: &Attributes, g
 /// The version a webhook is called in, or `None` when none of its rules match: the request's own version, or with
 /// `matchPolicy: Equivalent` the first other served version of the resource a rule names (upstream converts the
 /// request to that version).
-pub(super) fn matched_version(
-    hook: &Hook,
+pub(crate) fn matched_version(
+    rules: &[RuleWithOperations],
+    equivalent: bool,
     attributes: &Attributes,
     served: &[&'static str],
 ) -> Option<String> {
@@ -169,13 +71,13 @@ pub(super) fn matched_version(
         version: &attributes.version,
         resource,
     };
-    if hook.rules.iter().any(|r| rule_matches(r, attributes, &own)) {
+    if rules.iter().any(|r| rule_matches(r, attributes, &own)) {
         return Some(attributes.version.clone());
     }
-    if !hook.equivalent {
+    if !equivalent {
         return None;
     }
-    for rule in &hook.rules {
+    for rule in rules {
         for version in served.iter().filter(|v| **v != attributes.version) {
             let equivalent = Gvr {
                 group,
@@ -192,7 +94,7 @@ pub(super) fn matched_version(
 
 /// A `metav1.LabelSelector` as a selector (upstream's `LabelSelectorAsSelector`): `None` when it is absent or
 /// empty (matches everything).
-pub(super) fn selector(
+pub(crate) fn selector(
     wire: &Option<WireSelector>,
 ) -> Result<Option<LabelSelector>, SelectorError> {
     let Some(wire) = wire else {
@@ -225,13 +127,58 @@ pub(super) fn selector(
 }
 
 /// Whether the object selector matches the new or the old object's labels (upstream `MatchObjectSelector`).
-pub(super) fn object_selector_matches(
-    hook: &Hook,
+pub(crate) fn object_selector_matches(
+    object_selector: &Option<WireSelector>,
     labels: &[Option<&BTreeMap<String, String>>],
 ) -> Result<bool, ApiError> {
-    match selector(&hook.object_selector).map_err(ApiError::internal)? {
+    match selector(object_selector).map_err(ApiError::internal)? {
         None => Ok(true),
         Some(selector) => Ok(labels.iter().flatten().any(|l| selector.matches(l))),
+    }
+}
+
+/// The request's namespace from the core cluster's informer, else looked up live (upstream's
+/// `GetNamespaceLabels`); 404 when it does not exist.
+pub(crate) async fn namespace(
+    cluster: &crate::cluster::CoreCluster,
+    name: &str,
+) -> Result<Arc<Namespace>, ApiError> {
+    if let Some(namespace) = cluster.namespace(name) {
+        return Ok(namespace);
+    }
+    match kube::Api::<Namespace>::all(cluster.client())
+        .get_opt(name)
+        .await
+    {
+        Ok(Some(namespace)) => Ok(Arc::new(namespace)),
+        Ok(None) => Err(ApiError::not_found(
+            &crate::runtime::GroupResource {
+                group: String::new(),
+                resource: "namespaces".into(),
+            },
+            name,
+        )),
+        Err(e) => Err(ApiError::internal(e)),
+    }
+}
+
+/// Whether a namespace selector admits the request: cluster-scoped requests match any selector (upstream
+/// `MatchNamespaceSelector`).
+pub(crate) async fn namespace_selector_matches(
+    cluster: &crate::cluster::CoreCluster,
+    namespace_selector: &Option<WireSelector>,
+    attributes: &Attributes,
+) -> Result<bool, ApiError> {
+    if attributes.namespace.is_empty() {
+        return Ok(true);
+    }
+    match selector(namespace_selector).map_err(ApiError::internal)? {
+        None => Ok(true),
+        Some(selector) => {
+            let namespace = namespace(cluster, &attributes.namespace).await?;
+            let labels = namespace.metadata.labels.clone().unwrap_or_default();
+            Ok(selector.matches(&labels))
+        }
     }
 }
 
@@ -279,13 +226,6 @@ mod tests {
             operations: owned(ops),
             scope: None,
         }
-    }
-
-    fn hook(rules: Vec<RuleWithOperations>, equivalent: bool) -> Hook {
-        let mut h = Hook::validating("c", &ValidatingWebhook::default());
-        h.rules = rules;
-        h.equivalent = equivalent;
-        h
     }
 
     #[test]
@@ -365,16 +305,13 @@ mod tests {
         let served = ["v1alpha1", "v1beta1"];
         let beta_only = vec![rule(&["*"], &["v1beta1"], &["pizzas"], &["*"])];
         assert_eq!(
-            matched_version(&hook(beta_only.clone(), true), &create, &served).as_deref(),
+            matched_version(&beta_only, true, &create, &served).as_deref(),
             Some("v1beta1")
         );
-        assert_eq!(
-            matched_version(&hook(beta_only, false), &create, &served),
-            None
-        );
+        assert_eq!(matched_version(&beta_only, false, &create, &served), None);
         let both = vec![rule(&["*"], &["*"], &["pizzas"], &["*"])];
         assert_eq!(
-            matched_version(&hook(both, true), &create, &served).as_deref(),
+            matched_version(&both, true, &create, &served).as_deref(),
             Some("v1alpha1")
         );
     }

@@ -1,0 +1,595 @@
+//! `ValidatingAdmissionPolicy` (upstream's plugin of that name): the policies and bindings a cluster
+//! administrator made in the core cluster validate this server's resources too, with CEL.
+//!
+//! Policies and bindings are watched from the core cluster. A binding applies its policy to a request when the
+//! policy's `matchConstraints` and the binding's `matchResources` both match (rules, `matchPolicy`, namespace
+//! and object selectors, exclusions). The policy's `matchConditions`, `variables`, `validations` and
+//! `auditAnnotations` are evaluated over `object`, `oldObject`, `request`, `params` (each parameter object the
+//! binding's `paramRef` selects, read from the core cluster) and `namespaceObject`, in the version the policy
+//! matched. A failed validation follows the binding's `validationActions` (Deny, Warn, Audit); an evaluation error
+//! follows the policy's `failurePolicy`. Texts are upstream's. Not yet: type checking of expressions against the
+//! served schema, and the `authorizer` variable.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use apiserver_cel::{Activation, Value as Cel};
+use async_trait::async_trait;
+use futures::FutureExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    MatchResources, NamedRuleWithOperations, ParamKind, ParamRef, RuleWithOperations,
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use kube::api::{DynamicObject, ListParams};
+use kube::discovery::{ApiResource, Scope};
+use kube::runtime::reflector::Store;
+use serde_json::{Value, json};
+
+use super::expressions::Programs;
+use super::webhook::review::{Invocation, request};
+use super::{AnyObject, Attributes, Initializer, Plugin, PluginError, WireCodec, matching};
+use crate::cluster::CoreCluster;
+use crate::meta::reason;
+use crate::registry::{ApiError, Cause};
+
+/// The plugin's name in `--enable-admission-plugins` / `--disable-admission-plugins`.
+pub const VALIDATING_ADMISSION_POLICY: &str = "ValidatingAdmissionPolicy";
+
+/// How long a request waits for the policies to be loaded (upstream's `WaitForReady`).
+const READY_WAIT: Duration = Duration::from_secs(10);
+/// Upstream's runtime cost budget for one policy evaluation.
+const COST_BUDGET: u64 = 10_000_000;
+/// The audit annotation listing failed validations under the `Audit` action.
+const VALIDATION_FAILURE_ANNOTATION: &str = "validation.policy.admission.k8s.io/validation_failure";
+/// Upstream's cap on the failures in that annotation.
+const MAX_VALIDATION_FAILURES: usize = 50;
+
+/// See the module documentation.
+pub struct ValidatingPolicies {
+    policies: Store<ValidatingAdmissionPolicy>,
+    bindings: Store<ValidatingAdmissionPolicyBinding>,
+    cluster: CoreCluster,
+    programs: Programs,
+    /// Parameter kinds resolved through the core cluster's discovery.
+    param_resources: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
+}
+
+/// A refusal found while evaluating one binding.
+struct Denial {
+    policy: String,
+    binding: Option<String>,
+    message: String,
+    reason: &'static str,
+}
+
+impl ValidatingPolicies {
+    /// Builds the plugin and starts watching policies and bindings in the core cluster.
+    pub fn build(initializer: &Initializer) -> Result<Arc<dyn Plugin>, PluginError> {
+        let cluster = initializer.core_cluster.clone().ok_or_else(|| {
+            PluginError(format!(
+                "{VALIDATING_ADMISSION_POLICY}: needs the core cluster (--kubeconfig, or running in a pod)"
+            ))
+        })?;
+        Ok(Arc::new(ValidatingPolicies {
+            policies: cluster.informer(VALIDATING_ADMISSION_POLICY),
+            bindings: cluster.informer("ValidatingAdmissionPolicyBinding"),
+            cluster,
+            programs: Programs::default(),
+            param_resources: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    async fn ready(&self, attributes: &Attributes) -> Result<(), ApiError> {
+        let synced = |s: &Self| {
+            s.policies.wait_until_ready().now_or_never().is_some()
+                && s.bindings.wait_until_ready().now_or_never().is_some()
+                && s.cluster.namespaces_synced()
+        };
+        if synced(self) {
+            return Ok(());
+        }
+        let wait = async {
+            while !synced(self) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::time::timeout(READY_WAIT, wait)
+            .await
+            .map_err(|_| attributes.forbidden("not yet ready to handle request"))
+    }
+
+    /// The version `resources` matches the request in, or `None`; `rules_optional`: a binding's match
+    /// resources without rules do not constrain (a policy's always do).
+    async fn matches(
+        &self,
+        resources: &MatchResources,
+        rules_optional: bool,
+        attributes: &Attributes,
+        served: &[&'static str],
+        labels: [Option<&BTreeMap<String, String>>; 2],
+    ) -> Result<Option<String>, ApiError> {
+        if !matching::namespace_selector_matches(
+            &self.cluster,
+            &resources.namespace_selector,
+            attributes,
+        )
+        .await?
+            || !matching::object_selector_matches(&resources.object_selector, &labels)?
+        {
+            return Ok(None);
+        }
+        let equivalent = resources.match_policy.as_deref() != Some("Exact");
+        let named = |rules: &Option<Vec<NamedRuleWithOperations>>| -> Vec<RuleWithOperations> {
+            rules
+                .iter()
+                .flatten()
+                .filter(|r| {
+                    let names = r.resource_names.as_deref().unwrap_or_default();
+                    names.is_empty() || names.contains(&attributes.name)
+                })
+                .map(|r| RuleWithOperations {
+                    api_groups: r.api_groups.clone(),
+                    api_versions: r.api_versions.clone(),
+                    operations: r.operations.clone(),
+                    resources: r.resources.clone(),
+                    scope: r.scope.clone(),
+                })
+                .collect()
+        };
+        let excluded = named(&resources.exclude_resource_rules);
+        if matching::matched_version(&excluded, equivalent, attributes, served).is_some() {
+            return Ok(None);
+        }
+        if rules_optional && resources.resource_rules.as_ref().is_none_or(Vec::is_empty) {
+            return Ok(Some(attributes.version.clone()));
+        }
+        Ok(matching::matched_version(
+            &named(&resources.resource_rules),
+            equivalent,
+            attributes,
+            served,
+        ))
+    }
+
+    /// The parameter kind's resource and whether it is namespaced, from the core cluster's discovery.
+    async fn param_resource(&self, kind: &ParamKind) -> Result<(ApiResource, bool), String> {
+        let api_version = kind.api_version.clone().unwrap_or_default();
+        let kind_name = kind.kind.clone().unwrap_or_default();
+        let key = (api_version.clone(), kind_name.clone());
+        if let Some(found) = self
+            .param_resources
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&key).cloned())
+        {
+            return Ok(found);
+        }
+        let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+        let gvk = kube::core::GroupVersionKind::gvk(group, version, &kind_name);
+        let (resource, capabilities) = kube::discovery::pinned_kind(&self.cluster.client(), &gvk)
+            .await
+            .map_err(|_| format!("paramKind kind `{api_version}, Kind={kind_name}` not known"))?;
+        let found = (resource, capabilities.scope == Scope::Namespaced);
+        if let Ok(mut cache) = self.param_resources.lock() {
+            cache.insert(key, found.clone());
+        }
+        Ok(found)
+    }
+
+    /// The parameter objects a binding selects (upstream's `CollectParams`): `[None]` when the policy takes no
+    /// parameters; an error is a configuration error.
+    async fn params(
+        &self,
+        kind: Option<&ParamKind>,
+        reference: Option<&ParamRef>,
+        namespace: &str,
+    ) -> Result<Vec<Option<Value>>, String> {
+        let (Some(kind), Some(reference)) = (kind, reference) else {
+            return Ok(vec![None]);
+        };
+        let (resource, namespaced) = self.param_resource(kind).await?;
+        let client = self.cluster.client();
+        let ref_namespace = reference.namespace.as_deref().unwrap_or_default();
+        let api = if namespaced {
+            let namespace = if !ref_namespace.is_empty() {
+                ref_namespace
+            } else if !namespace.is_empty() {
+                namespace
+            } else {
+                return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into());
+            };
+            kube::Api::<DynamicObject>::namespaced_with(client, namespace, &resource)
+        } else if !ref_namespace.is_empty() {
+            return Err(
+                "paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into(),
+            );
+        } else {
+            kube::Api::<DynamicObject>::all_with(client, &resource)
+        };
+        let name = reference.name.as_deref().unwrap_or_default();
+        let found: Vec<DynamicObject> = match (name, &reference.selector) {
+            ("", None) => return Err("one of name or selector must be provided".into()),
+            (name, Some(_)) if !name.is_empty() => {
+                return Err("paramRef.name and paramRef.selector are mutually exclusive".into());
+            }
+            (name, None) => api
+                .get_opt(name)
+                .await
+                .map_err(cluster_error)?
+                .into_iter()
+                .collect(),
+            (_, Some(selector)) => {
+                let selector =
+                    matching::selector(&Some(selector.clone())).map_err(|e| e.to_string())?;
+                let params = match selector {
+                    Some(s) => ListParams::default().labels(&s.to_string()),
+                    None => ListParams::default(),
+                };
+                api.list(&params).await.map_err(cluster_error)?.items
+            }
+        };
+        if found.is_empty() && reference.parameter_not_found_action.as_deref() == Some("Deny") {
+            return Err(
+                "no params found for policy binding with `Deny` parameterNotFoundAction".into(),
+            );
+        }
+        found
+            .into_iter()
+            .map(|o| serde_json::to_value(o).map(Some).map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    /// Evaluates `expression` over `variables`; a non-bool result is an error for validations and conditions.
+    fn evaluate(
+        &self,
+        expression: &str,
+        activation: &Activation,
+        budget: &mut u64,
+    ) -> Result<Cel, String> {
+        let program = self.programs.get(expression)?;
+        let evaluation = program.evaluate_with_limit(activation, *budget);
+        *budget = budget.saturating_sub(evaluation.cost);
+        evaluation
+            .result
+            .map_err(|e| format!("expression '{expression}' resulted in error: {e}"))
+    }
+}
+
+/// The variables every expression sees; `variables` holds the policy's variables evaluated so far.
+fn activation(base: &[(&str, &Value)], variables: &serde_json::Map<String, Value>) -> Activation {
+    let mut activation = Activation::new();
+    for (name, value) in base {
+        activation = activation.bind_json(name, value);
+    }
+    activation.bind_json("variables", &Value::Object(variables.clone()))
+}
+
+/// Upstream's `reasonToCode`.
+fn reason_code(reason: &str) -> (u16, &'static str) {
+    match reason {
+        reason::FORBIDDEN => (403, reason::FORBIDDEN),
+        reason::UNAUTHORIZED => (401, reason::UNAUTHORIZED),
+        reason::REQUEST_ENTITY_TOO_LARGE => (413, reason::REQUEST_ENTITY_TOO_LARGE),
+        _ => (422, reason::INVALID),
+    }
+}
+
+/// A core cluster error's message (the Status message of an API error).
+fn cluster_error(error: kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message,
+        other => other.to_string(),
+    }
+}
+
+/// The Namespace as `namespaceObject` shows it (upstream's `CreateNamespaceObject`: no managed fields).
+fn namespace_object(namespace: &k8s_openapi::api::core::v1::Namespace) -> Value {
+    let mut value = serde_json::to_value(namespace).unwrap_or(Value::Null);
+    if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("managedFields");
+    }
+    value
+}
+
+/// What evaluating one binding with one parameter gave.
+#[derive(Default)]
+struct Outcome {
+    /// Failed validations and errors under `failurePolicy: Fail`: (message, reason).
+    failed: Vec<(String, &'static str)>,
+    annotations: Vec<(String, String)>,
+}
+
+impl ValidatingPolicies {
+    /// Evaluates a policy's conditions, variables, validations and audit annotations for one parameter.
+    fn evaluate_policy(
+        &self,
+        policy: &ValidatingAdmissionPolicy,
+        base: &[(&str, &Value)],
+    ) -> Outcome {
+        let spec = policy.spec.clone().unwrap_or_default();
+        let fail_open = spec.failure_policy.as_deref() == Some("Ignore");
+        let name = policy.metadata.name.clone().unwrap_or_default();
+        let mut outcome = Outcome::default();
+        let mut budget = COST_BUDGET;
+        let error = |outcome: &mut Outcome, message: String| {
+            if !fail_open {
+                outcome.failed.push((message, reason::INVALID));
+            }
+        };
+        let mut variables = serde_json::Map::new();
+        for condition in spec.match_conditions.iter().flatten() {
+            match self.evaluate(
+                &condition.expression,
+                &activation(base, &variables),
+                &mut budget,
+            ) {
+                Ok(Cel::Bool(true)) => {}
+                Ok(Cel::Bool(false)) => return outcome,
+                Ok(_) => {
+                    error(
+                        &mut outcome,
+                        format!(
+                            "expression '{}' resulted in error: no matching overload",
+                            condition.expression
+                        ),
+                    );
+                    return outcome;
+                }
+                Err(e) => {
+                    error(&mut outcome, e);
+                    return outcome;
+                }
+            }
+        }
+        for variable in spec.variables.iter().flatten() {
+            // A variable that fails is left out: an expression using it fails in turn.
+            if let Ok(value) = self.evaluate(
+                &variable.expression,
+                &activation(base, &variables),
+                &mut budget,
+            ) && let Ok(json) = apiserver_cel::value_to_json(&value)
+            {
+                variables.insert(variable.name.clone(), json);
+            }
+        }
+        let activation = activation(base, &variables);
+        for validation in spec.validations.iter().flatten() {
+            match self.evaluate(&validation.expression, &activation, &mut budget) {
+                Ok(Cel::Bool(true)) => {}
+                Ok(Cel::Bool(false)) => {
+                    let from_expression = validation.message_expression.as_deref().and_then(|e| {
+                        match self.evaluate(e, &activation, &mut budget) {
+                            Ok(Cel::String(s)) => {
+                                let s = s.trim().to_string();
+                                (!s.is_empty() && !s.contains('\n') && s.len() <= 5 * 1024)
+                                    .then_some(s)
+                            }
+                            _ => None,
+                        }
+                    });
+                    let message = from_expression
+                        .or_else(|| {
+                            validation
+                                .message
+                                .as_deref()
+                                .map(str::trim)
+                                .filter(|m| !m.is_empty())
+                                .map(String::from)
+                        })
+                        .unwrap_or_else(|| {
+                            format!("failed expression: {}", validation.expression.trim())
+                        });
+                    let (_, reason) =
+                        reason_code(validation.reason.as_deref().unwrap_or(reason::INVALID));
+                    outcome.failed.push((message, reason));
+                }
+                Ok(_) => error(
+                    &mut outcome,
+                    format!(
+                        "expression '{}' resulted in error: no matching overload",
+                        validation.expression
+                    ),
+                ),
+                Err(e) => error(&mut outcome, e),
+            }
+        }
+        for annotation in spec.audit_annotations.iter().flatten() {
+            match self.evaluate(&annotation.value_expression, &activation, &mut budget) {
+                Ok(Cel::String(value)) => outcome
+                    .annotations
+                    .push((format!("{name}/{}", annotation.key), value.to_string())),
+                Ok(Cel::Null) => {}
+                Ok(_) => error(
+                    &mut outcome,
+                    format!(
+                        "valueExpression '{}' resulted in unsupported return type",
+                        annotation.value_expression
+                    ),
+                ),
+                Err(e) => error(&mut outcome, e),
+            }
+        }
+        outcome
+    }
+}
+
+#[async_trait]
+impl Plugin for ValidatingPolicies {
+    async fn validate(
+        &self,
+        attributes: &Attributes,
+        object: Option<&AnyObject>,
+        old: Option<&AnyObject>,
+    ) -> Result<(), ApiError> {
+        self.ready(attributes).await?;
+        let mut bindings = self.bindings.state();
+        if bindings.is_empty() {
+            return Ok(());
+        }
+        bindings.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let policies: HashMap<String, Arc<ValidatingAdmissionPolicy>> = self
+            .policies
+            .state()
+            .into_iter()
+            .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
+            .collect();
+        let wire: &Arc<dyn WireCodec> = attributes
+            .wire
+            .as_ref()
+            .ok_or_else(|| ApiError::internal("admission policies: the request has no codec"))?;
+        let served = wire.versions();
+        let labels = [
+            object.and_then(|o| wire.metadata(o)).map(|m| &m.labels),
+            old.and_then(|o| wire.metadata(o)).map(|m| &m.labels),
+        ];
+        let mut versioned: BTreeMap<String, (Value, Value, Value)> = BTreeMap::new();
+        let mut namespace: Option<Value> = None;
+        let mut denials = Vec::new();
+        let mut audit_failures = Vec::new();
+        for binding in &bindings {
+            let binding_name = binding.metadata.name.clone().unwrap_or_default();
+            let spec = binding.spec.clone().unwrap_or_default();
+            let Some(policy) = spec.policy_name.as_deref().and_then(|n| policies.get(n)) else {
+                continue;
+            };
+            let policy_name = policy.metadata.name.clone().unwrap_or_default();
+            let policy_spec = policy.spec.clone().unwrap_or_default();
+            let fail_open = policy_spec.failure_policy.as_deref() == Some("Ignore");
+            let constraints = policy_spec.match_constraints.clone().unwrap_or_default();
+            let Some(version) = self
+                .matches(&constraints, false, attributes, &served, labels)
+                .await?
+            else {
+                continue;
+            };
+            if let Some(resources) = &spec.match_resources
+                && self
+                    .matches(resources, true, attributes, &served, labels)
+                    .await?
+                    .is_none()
+            {
+                continue;
+            }
+            let params = match self
+                .params(
+                    policy_spec.param_kind.as_ref(),
+                    spec.param_ref.as_ref(),
+                    &attributes.namespace,
+                )
+                .await
+            {
+                Ok(params) => params,
+                Err(e) if fail_open => {
+                    tracing::debug!(policy = %policy_name, "policy configuration error ignored: {e}");
+                    continue;
+                }
+                Err(e) => {
+                    denials.push(Denial {
+                        policy: policy_name,
+                        binding: Some(binding_name),
+                        message: format!("failed to configure binding: {e}"),
+                        reason: reason::INVALID,
+                    });
+                    continue;
+                }
+            };
+            if !versioned.contains_key(&version) {
+                let encode = |o: Option<&AnyObject>| -> Result<Value, ApiError> {
+                    Ok(o.map(|o| wire.encode(o, &version))
+                        .transpose()?
+                        .unwrap_or(Value::Null))
+                };
+                let (new, previous) = (encode(object)?, encode(old)?);
+                let invocation = Invocation {
+                    attributes,
+                    version: &version,
+                    object: Some(&new).filter(|v| !v.is_null()),
+                    old_object: Some(&previous).filter(|v| !v.is_null()),
+                };
+                let review = request(&invocation, "", "v1");
+                versioned.insert(version.clone(), (new, previous, review["request"].clone()));
+            }
+            if namespace.is_none() {
+                namespace = Some(if attributes.namespace.is_empty() {
+                    Value::Null
+                } else {
+                    namespace_object(
+                        &*matching::namespace(&self.cluster, &attributes.namespace).await?,
+                    )
+                });
+            }
+            let (new, previous, admission_request) = &versioned[&version];
+            let namespace_value = namespace.as_ref().unwrap_or(&Value::Null);
+            let actions = spec.validation_actions.clone().unwrap_or_default();
+            for param in &params {
+                let param = param.clone().unwrap_or(Value::Null);
+                let base: [(&str, &Value); 5] = [
+                    ("object", new),
+                    ("oldObject", previous),
+                    ("request", admission_request),
+                    ("params", &param),
+                    ("namespaceObject", namespace_value),
+                ];
+                let outcome = self.evaluate_policy(policy, &base);
+                for (key, value) in &outcome.annotations {
+                    let _ = attributes.annotate(key, value);
+                }
+                for (index, (message, reason)) in outcome.failed.into_iter().enumerate() {
+                    for action in &actions {
+                        match action.as_str() {
+                            "Deny" => denials.push(Denial {
+                                policy: policy_name.clone(),
+                                binding: Some(binding_name.clone()),
+                                message: message.clone(),
+                                reason,
+                            }),
+                            "Warn" => attributes.warn(&format!(
+                                "Validation failed for ValidatingAdmissionPolicy '{policy_name}' with binding '{binding_name}': {message}"
+                            )),
+                            "Audit" => audit_failures.push(json!({
+                                "message": message,
+                                "policy": policy_name,
+                                "binding": binding_name,
+                                "expressionIndex": index,
+                                "validationActions": actions,
+                            })),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+        if !audit_failures.is_empty() {
+            audit_failures.truncate(MAX_VALIDATION_FAILURES);
+            let _ = attributes.annotate(
+                VALIDATION_FAILURE_ANNOTATION,
+                &Value::Array(audit_failures).to_string(),
+            );
+        }
+        let Some(denial) = denials.into_iter().next() else {
+            return Ok(());
+        };
+        let message = match &denial.binding {
+            Some(binding) => format!(
+                "ValidatingAdmissionPolicy '{}' with binding '{binding}' denied request: {}",
+                denial.policy, denial.message
+            ),
+            None => format!(
+                "ValidatingAdmissionPolicy '{}' denied request: {}",
+                denial.policy, denial.message
+            ),
+        };
+        let mut error = attributes.forbidden(&message);
+        let (code, reason) = reason_code(denial.reason);
+        error.code = code;
+        error.reason = reason;
+        if let Some(details) = error.details.as_mut() {
+            details.causes.push(Cause {
+                message,
+                ..Cause::default()
+            });
+        }
+        Err(error)
+    }
+}
