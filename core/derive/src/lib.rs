@@ -76,6 +76,12 @@ pub fn derive_hub(input: TokenStream) -> TokenStream {
 ///   map list by its merge key (a set without one), any other list atomic, as upstream.
 /// - `map_type = "atomic"`: a map or struct that server-side apply replaces and owns whole
 ///   (`x-kubernetes-map-type`).
+/// - `validation(rule = "...", message = "...", message_expression = "...", reason = "FieldValueInvalid",
+///   field_path = ".x", optional_old_self)`: a CEL validation rule on the field (also allowed on the struct, for
+///   rules over the whole object), as a CRD's `x-kubernetes-validations`: `self` is the field's value, `oldSelf`
+///   the stored one (a rule naming `oldSelf` is a transition rule, checked on updates only). Published in the
+///   OpenAPI schema and checked on every create and update, whatever version the client wrote, with ratcheting:
+///   a value unchanged by an update is not checked again. Repeat the attribute for several rules.
 ///
 /// The derive also implements `apiserver::runtime::PatchMetadata` (the patch metadata of this struct and of the
 /// derived structs inside it); field names on the wire follow serde's `rename` and `rename_all`.
@@ -487,6 +493,71 @@ struct FieldOptions {
     list_type: Option<LitStr>,
     list_map_keys: Option<LitStr>,
     map_type: Option<LitStr>,
+    validations: Vec<TokenStream2>,
+}
+
+/// Parses `validation(rule = "...", ...)` into a call adding the rule to the schema named `target`.
+fn validation_rule(
+    meta: &syn::meta::ParseNestedMeta,
+    target: TokenStream2,
+) -> syn::Result<TokenStream2> {
+    let mut rule: Option<LitStr> = None;
+    let mut message: Option<LitStr> = None;
+    let mut message_expression: Option<LitStr> = None;
+    let mut reason: Option<LitStr> = None;
+    let mut field_path: Option<LitStr> = None;
+    let mut optional_old_self = false;
+    meta.parse_nested_meta(|m| {
+        if m.path.is_ident("rule") {
+            rule = Some(m.value()?.parse()?);
+        } else if m.path.is_ident("message") {
+            message = Some(m.value()?.parse()?);
+        } else if m.path.is_ident("message_expression") {
+            message_expression = Some(m.value()?.parse()?);
+        } else if m.path.is_ident("reason") {
+            let lit: LitStr = m.value()?.parse()?;
+            if !matches!(
+                lit.value().as_str(),
+                "FieldValueInvalid" | "FieldValueRequired" | "FieldValueForbidden" | "FieldValueDuplicate"
+            ) {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "reason is one of \"FieldValueInvalid\", \"FieldValueRequired\", \"FieldValueForbidden\", \"FieldValueDuplicate\"",
+                ));
+            }
+            reason = Some(lit);
+        } else if m.path.is_ident("field_path") {
+            field_path = Some(m.value()?.parse()?);
+        } else if m.path.is_ident("optional_old_self") {
+            optional_old_self = true;
+        } else {
+            return Err(m.error(
+                "unknown validation key; expected rule, message, message_expression, reason, field_path or optional_old_self",
+            ));
+        }
+        Ok(())
+    })?;
+    let rule = rule.ok_or_else(|| meta.error("validation needs rule = \"<CEL expression>\""))?;
+    let option = |lit: &Option<LitStr>| match lit {
+        Some(l) => quote!(::std::option::Option::Some(#l)),
+        None => quote!(::std::option::Option::None),
+    };
+    let (message, message_expression, reason, field_path) = (
+        option(&message),
+        option(&message_expression),
+        option(&reason),
+        option(&field_path),
+    );
+    Ok(quote! {
+        ::apiserver::runtime::add_validation_rule(#target, ::apiserver::runtime::ValidationRule {
+            rule: #rule,
+            message: #message,
+            message_expression: #message_expression,
+            reason: #reason,
+            field_path: #field_path,
+            optional_old_self: #optional_old_self,
+        });
+    })
 }
 
 fn field_options(field: &syn::Field) -> syn::Result<FieldOptions> {
@@ -531,6 +602,8 @@ fn field_options(field: &syn::Field) -> syn::Result<FieldOptions> {
                 options.list_type = Some(lit);
             } else if meta.path.is_ident("list_map_keys") {
                 options.list_map_keys = Some(meta.value()?.parse::<LitStr>()?);
+            } else if meta.path.is_ident("validation") {
+                options.validations.push(validation_rule(&meta, quote!(field))?);
             } else if meta.path.is_ident("map_type") {
                 let lit = meta.value()?.parse::<LitStr>()?;
                 if !matches!(lit.value().as_str(), "atomic" | "granular") {
@@ -543,7 +616,7 @@ fn field_options(field: &syn::Field) -> syn::Result<FieldOptions> {
             } else {
                 return Err(meta.error(
                     "unknown versioned field attribute; expected to_hub, from_hub, rename, skip, patch_strategy, \
-                     patch_merge_key, list_type, list_map_keys or map_type",
+                     patch_merge_key, list_type, list_map_keys, map_type or validation",
                 ));
             }
             Ok(())
@@ -596,6 +669,7 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
     let mut lossless = false;
     let mut whole_to_hub: Option<Path> = None;
     let mut whole_from_hub: Option<Path> = None;
+    let mut struct_rules = Vec::new();
     for attr in input
         .attrs
         .iter()
@@ -614,9 +688,11 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
                 whole_to_hub = Some(meta.value()?.parse::<LitStr>()?.parse()?);
             } else if meta.path.is_ident("from_hub") {
                 whole_from_hub = Some(meta.value()?.parse::<LitStr>()?.parse()?);
+            } else if meta.path.is_ident("validation") {
+                struct_rules.push(validation_rule(&meta, quote!(schema))?);
             } else {
                 return Err(meta.error(
-                    "unknown versioned attribute; expected hub, version, default, lossless, to_hub or from_hub",
+                    "unknown versioned attribute; expected hub, version, default, lossless, to_hub, from_hub or validation",
                 ));
             }
             Ok(())
@@ -665,11 +741,13 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
             .map_type
             .as_ref()
             .map(|map_type| quote!(::apiserver::runtime::set_map_type(field, #map_type);));
+        let validations = &options.validations;
         patch_fields.push(quote_spanned! {ty.span()=>
             if let ::std::option::Option::Some(field) = ::apiserver::runtime::schema_property(schema, #wire) {
                 #explicit
                 #list_type
                 #map_type
+                #(#validations)*
                 (&&::apiserver::runtime::PatchProbe::<#ty>::new()).annotate_field(field);
             }
         });
@@ -728,6 +806,7 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
             fn annotate_schema(schema: &mut ::apiserver::serde_json::Value) {
                 #[allow(unused_imports)]
                 use ::apiserver::runtime::{AnnotateWithPatchMetadata as _, AnnotateWithoutPatchMetadata as _};
+                #(#struct_rules)*
                 #(#patch_fields)*
             }
         }

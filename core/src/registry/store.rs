@@ -327,6 +327,7 @@ impl<T: Resource> Store<T> {
         }
         let mut errors = validate_object_meta(object.metadata(), T::namespaced());
         errors.extend(self.strategy.validate(object));
+        errors.extend(self.codec.rule_errors(object, None));
         if !errors.is_empty() {
             return Err(ApiError::invalid(
                 &Self::kind(),
@@ -373,6 +374,7 @@ impl<T: Resource> Store<T> {
         let mut errors =
             validate_object_meta_update(object.metadata(), old.metadata(), T::namespaced());
         errors.extend(self.strategy.validate_update(object, old));
+        errors.extend(self.codec.rule_errors(object, Some(old)));
         if !errors.is_empty() {
             return Err(ApiError::invalid(
                 &Self::kind(),
@@ -396,6 +398,7 @@ impl<T: Resource> Store<T> {
         let mut errors =
             validate_object_meta_update(object.metadata(), old.metadata(), T::namespaced());
         errors.extend(self.strategy.validate_status_update(object, old));
+        errors.extend(self.codec.rule_errors(object, Some(old)));
         if !errors.is_empty() {
             return Err(ApiError::invalid(
                 &Self::kind(),

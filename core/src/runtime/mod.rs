@@ -9,6 +9,7 @@ mod patch;
 mod resource;
 #[cfg(feature = "testing")]
 pub mod round_trip;
+pub(crate) mod rules;
 mod schema;
 mod scheme;
 mod versioned;
@@ -23,6 +24,8 @@ pub use patch::{
     set_list_type, set_map_type, set_patch_metadata,
 };
 pub use resource::{PrinterColumn, Resource, ScalePaths, Scope};
+#[doc(hidden)]
+pub use rules::{ValidationRule, add_validation_rule};
 pub use schema::openapi_schema;
 pub use scheme::{
     DecodeError, Decoded, EncodeError, KindDescription, ResourceCodec, SubresourceDescription,

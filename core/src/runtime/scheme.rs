@@ -73,10 +73,13 @@ trait VersionCodec<H>: Send + Sync {
     fn openapi_schema(&self) -> serde_json::Value;
     /// The version's own schema (with its patch metadata), made once.
     fn patch_schema(&self) -> &serde_json::Value;
+    /// Whether the schema declares CEL validation rules.
+    fn has_rules(&self) -> bool;
 }
 
 struct VersionOf<V: Versioned> {
     schema: std::sync::OnceLock<serde_json::Value>,
+    has_rules: std::sync::OnceLock<bool>,
     /// For a [`Versioned::LOSSLESS`] version, the preferred version and the annotation its JSON is kept in.
     keeper: Option<Keeper<V::Hub>>,
     version: PhantomData<fn() -> V>,
@@ -159,6 +162,12 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
 
     fn patch_schema(&self) -> &serde_json::Value {
         self.schema.get_or_init(V::openapi_schema)
+    }
+
+    fn has_rules(&self) -> bool {
+        *self
+            .has_rules
+            .get_or_init(|| super::rules::has_rules(self.patch_schema()))
     }
 
     fn decode_json(
@@ -306,6 +315,7 @@ impl<H: Resource> ResourceCodec<H> {
             });
         self.versions.push(Arc::new(VersionOf::<V> {
             schema: std::sync::OnceLock::new(),
+            has_rules: std::sync::OnceLock::new(),
             keeper,
             version: PhantomData,
         }));
@@ -580,6 +590,30 @@ impl<H: Resource> ResourceCodec<H> {
     /// `x-kubernetes-patch-strategy` / `x-kubernetes-patch-merge-key` say which lists merge.
     pub fn patch_schema(&self, version: &str) -> Option<&serde_json::Value> {
         self.find(version).map(|v| v.patch_schema())
+    }
+
+    /// The errors of the CEL validation rules (`x-kubernetes-validations`) every served version declares, each
+    /// checked on the object as that version writes it; `old` on an update (transition rules, ratcheting).
+    pub fn rule_errors(&self, object: &H, old: Option<&H>) -> crate::validation::ErrorList {
+        let mut errors = crate::validation::ErrorList::new();
+        for version in &self.versions {
+            let schema = version.patch_schema();
+            if !version.has_rules() {
+                continue;
+            }
+            let encode = |o: &H| {
+                version
+                    .encode(o, MediaType::Json)
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+            };
+            let Some(new) = encode(object) else {
+                continue;
+            };
+            let previous = old.and_then(encode);
+            super::rules::check(schema, &new, previous.as_ref(), &mut errors);
+        }
+        errors
     }
 
     /// What discovery and OpenAPI need to know about this kind, without its type.

@@ -21,11 +21,16 @@ pub struct PizzaSpec {
     /// The toppings; order does not matter. A strategic merge patch (`kubectl patch`, `kubectl apply`) merges
     /// toppings by name: a patch naming one topping changes only that one. Server-side apply tracks each topping
     /// by name: managers may own different toppings of one pizza.
+    /// At most 10 distinct toppings (a CEL rule, checked whatever version a client writes).
     #[versioned(
         patch_strategy = "merge",
         patch_merge_key = "name",
         list_type = "map",
-        list_map_keys = "name"
+        list_map_keys = "name",
+        validation(
+            rule = "self.size() <= 10",
+            message_expression = "'a pizza may have at most 10 distinct toppings, this one has ' + string(self.size())"
+        )
     )]
     pub toppings: Vec<PizzaTopping>,
 }
@@ -54,7 +59,11 @@ pub struct Topping {
 
 #[apiserver::served(hub = "restaurant::ToppingSpec")]
 pub struct ToppingSpec {
-    /// The cost of one portion.
+    /// The cost of one portion; an update may at most double it (a CEL transition rule).
+    #[versioned(validation(
+        rule = "oldSelf == 0.0 || self <= oldSelf * 2.0",
+        message = "a topping's cost may not rise by more than 100% in one update"
+    ))]
     pub cost: f64,
 }
 

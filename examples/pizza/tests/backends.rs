@@ -73,7 +73,7 @@ async fn assert_status_and_finalizers(a: &TestServer, b: &TestServer) {
         "mozzarella",
         "--type=merge",
         "-p",
-        r#"{"spec":{"cost":3}}"#,
+        r#"{"spec":{"cost":2}}"#,
     ]);
     let mut pizza = Value::Null;
     for _ in 0..200 {
@@ -82,13 +82,13 @@ async fn assert_status_and_finalizers(a: &TestServer, b: &TestServer) {
             .await;
         assert_eq!(code, 200);
         pizza = serde_json::from_slice(&body).unwrap();
-        if (pizza["status"]["cost"].as_f64().unwrap_or_default() - 3.1).abs() < 1e-9 {
+        if (pizza["status"]["cost"].as_f64().unwrap_or_default() - 2.1).abs() < 1e-9 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert!(
-        (pizza["status"]["cost"].as_f64().unwrap_or_default() - 3.1).abs() < 1e-9,
+        (pizza["status"]["cost"].as_f64().unwrap_or_default() - 2.1).abs() < 1e-9,
         "{pizza}"
     );
     a.kubectl_ok(&[

@@ -858,3 +858,80 @@ async fn the_menu_is_provided_not_stored() {
         .unwrap_or_else(|| panic!("{resources}"));
     assert!(menu.contains(" get,list "), "{menu}");
 }
+
+/// The sample's CEL rules on types, declared on v1beta1 and checked whatever version kubectl writes: at most 10
+/// distinct toppings (the message expression's text), a topping's cost at most doubled per update (a transition
+/// rule); the rules are in the published OpenAPI.
+#[tokio::test(flavor = "multi_thread")]
+async fn cel_rules_on_types() {
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
+    server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
+
+    let names: Vec<String> = (0..11).map(|i| format!("\"t{i}\"")).collect();
+    let eleven = format!(
+        "apiVersion: restaurant.programming-kubernetes.info/v1alpha1\nkind: Pizza\nmetadata:\n  name: everything\nspec:\n  toppings: [{}]\n",
+        names.join(", ")
+    );
+    let out = server.kubectl_stdin(&["create", "-f", "-"], &eleven);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("spec.toppings: Invalid value: \"array\": a pizza may have at most 10 distinct toppings, this one has 11"),
+        "{err}"
+    );
+    let out = server.kubectl(&["get", "pizza", "everything"]);
+    assert!(!out.status.success(), "a refused pizza was stored");
+
+    // 1.0 to 2.0 doubles; 2.0 to 5.0 is more.
+    server.kubectl_ok(&[
+        "patch",
+        "topping",
+        "mozzarella",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"cost":2.0}}"#,
+    ]);
+    let out = server.kubectl(&[
+        "patch",
+        "topping",
+        "mozzarella",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"cost":5.0}}"#,
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("spec.cost: Invalid value: \"number\": a topping's cost may not rise by more than 100% in one update"),
+        "{err}"
+    );
+    let cost = server.kubectl_ok(&[
+        "get",
+        "topping",
+        "mozzarella",
+        "-o",
+        "jsonpath={.spec.cost}",
+    ]);
+    assert_eq!(cost, "2");
+    // Other changes to the topping are not blocked by the rule (its cost is unchanged: ratcheting).
+    server.kubectl_ok(&["label", "topping", "mozzarella", "fresh=yes"]);
+
+    let (code, _, body) = server
+        .raw(
+            "GET",
+            "/openapi/v3/apis/restaurant.programming-kubernetes.info/v1beta1",
+            &[],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 200);
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.contains("x-kubernetes-validations"),
+        "the rules are not in OpenAPI v3"
+    );
+    assert!(
+        text.contains("self.size() <= 10"),
+        "the rule's text is not in OpenAPI v3"
+    );
+}

@@ -1,0 +1,441 @@
+//! CEL validation rules on types (`x-kubernetes-validations`, as on a CRD's schema), declared with
+//! `#[versioned(validation(rule = "..."))]` and checked on every create and update, with upstream's error texts,
+//! cost limits and ratcheting (a value an update leaves unchanged is not checked again, so objects stored under
+//! older rules keep updating).
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use apiserver_cel::{Activation, EvalError, PER_CALL_LIMIT, Program, RUNTIME_COST_BUDGET, Value};
+use serde_json::Value as Json;
+
+use crate::validation::{ErrorList, FieldError, Path};
+
+/// The schema key holding a node's rules.
+pub const VALIDATIONS: &str = "x-kubernetes-validations";
+
+/// One rule as the derive declares it.
+#[doc(hidden)]
+pub struct ValidationRule {
+    pub rule: &'static str,
+    pub message: Option<&'static str>,
+    pub message_expression: Option<&'static str>,
+    pub reason: Option<&'static str>,
+    pub field_path: Option<&'static str>,
+    pub optional_old_self: bool,
+}
+
+/// Adds a rule to a schema node's `x-kubernetes-validations`; used by the derive.
+#[doc(hidden)]
+pub fn add_validation_rule(schema: &mut Json, rule: ValidationRule) {
+    let Json::Object(map) = schema else {
+        return;
+    };
+    let mut published = serde_json::Map::new();
+    published.insert("rule".into(), rule.rule.into());
+    for (key, value) in [
+        ("message", rule.message),
+        ("messageExpression", rule.message_expression),
+        ("reason", rule.reason),
+        ("fieldPath", rule.field_path),
+    ] {
+        if let Some(value) = value {
+            published.insert(key.into(), value.into());
+        }
+    }
+    if rule.optional_old_self {
+        published.insert("optionalOldSelf".into(), true.into());
+    }
+    if let Json::Array(rules) = map
+        .entry(VALIDATIONS)
+        .or_insert_with(|| Json::Array(Vec::new()))
+    {
+        rules.push(Json::Object(published));
+    }
+}
+
+/// Whether a schema declares any rule (most types have none and cost nothing).
+pub(crate) fn has_rules(schema: &Json) -> bool {
+    match schema {
+        Json::Object(map) => map.contains_key(VALIDATIONS) || map.values().any(has_rules),
+        Json::Array(items) => items.iter().any(has_rules),
+        _ => false,
+    }
+}
+
+/// Rules compiled once for the process (types are fixed at build time, so the set is bounded).
+static PROGRAMS: LazyLock<Mutex<HashMap<String, Arc<Program>>>> = LazyLock::new(Mutex::default);
+
+fn program(source: &str) -> Result<Arc<Program>, String> {
+    if let Some(found) = PROGRAMS.lock().ok().and_then(|p| p.get(source).cloned()) {
+        return Ok(found);
+    }
+    let compiled = Arc::new(Program::compile(source).map_err(|e| e.to_string())?);
+    if let Ok(mut programs) = PROGRAMS.lock() {
+        programs.insert(source.to_string(), compiled.clone());
+    }
+    Ok(compiled)
+}
+
+/// The runtime cost left for one request's rules.
+struct Budget(u64);
+
+/// Checks every rule in `schema` over `new` (a whole object as its version writes it) and, on an update, `old`.
+pub(crate) fn check(schema: &Json, new: &Json, old: Option<&Json>, errors: &mut ErrorList) {
+    let mut budget = Budget(RUNTIME_COST_BUDGET);
+    let _ = walk(schema, new, old, &Path::default(), &mut budget, errors);
+}
+
+/// The schema and the alternatives it wraps (`allOf`/`anyOf`/`oneOf`, e.g. an optional field's), which may carry
+/// rules, properties or items of their own.
+fn nodes(schema: &Json) -> Vec<&Json> {
+    let mut nodes = vec![schema];
+    for key in ["allOf", "anyOf", "oneOf"] {
+        if let Some(alternatives) = schema.get(key).and_then(Json::as_array) {
+            for alternative in alternatives {
+                nodes.extend(self::nodes(alternative));
+            }
+        }
+    }
+    nodes
+}
+
+/// The schema type as upstream names it in `Invalid value: "<type>"`.
+fn type_name(nodes: &[&Json]) -> &'static str {
+    for node in nodes {
+        let types = match node.get("type") {
+            Some(Json::String(t)) => vec![t.as_str()],
+            Some(Json::Array(ts)) => ts.iter().filter_map(Json::as_str).collect(),
+            _ => Vec::new(),
+        };
+        for t in types {
+            match t {
+                "object" => return "object",
+                "array" => return "array",
+                "string" => return "string",
+                "integer" => return "integer",
+                "number" => return "number",
+                "boolean" => return "boolean",
+                _ => {}
+            }
+        }
+        if node.get("properties").is_some() {
+            return "object";
+        }
+    }
+    "object"
+}
+
+/// `Err(())` stops all further rules (the budget ran out).
+fn walk(
+    schema: &Json,
+    new: &Json,
+    old: Option<&Json>,
+    path: &Path,
+    budget: &mut Budget,
+    errors: &mut ErrorList,
+) -> Result<(), ()> {
+    if new.is_null() || old == Some(new) {
+        // Ratcheting: an unchanged value is not checked again, nor anything inside it.
+        return Ok(());
+    }
+    let nodes = nodes(schema);
+    let kind = type_name(&nodes);
+    for node in &nodes {
+        for rule in node
+            .get(VALIDATIONS)
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+        {
+            check_rule(rule, node, new, old, path, kind, budget, errors)?;
+        }
+    }
+    if let Json::Object(fields) = new {
+        for node in &nodes {
+            if let Some(Json::Object(properties)) = node.get("properties") {
+                for (name, sub) in properties {
+                    if let Some(value) = fields.get(name) {
+                        let previous = old.and_then(|o| o.get(name));
+                        walk(sub, value, previous, &path.child(name), budget, errors)?;
+                    }
+                }
+            }
+            if let Some(values) = node.get("additionalProperties").filter(|s| s.is_object()) {
+                for (key, value) in fields {
+                    let previous = old.and_then(|o| o.get(key));
+                    walk(values, value, previous, &path.key(key), budget, errors)?;
+                }
+            }
+        }
+    }
+    if let Json::Array(items) = new {
+        for node in &nodes {
+            let Some(item_schema) = node.get("items") else {
+                continue;
+            };
+            let old_items = old.and_then(Json::as_array);
+            let keys: Vec<&str> = node
+                .get("x-kubernetes-list-map-keys")
+                .and_then(Json::as_array)
+                .map(|k| k.iter().filter_map(Json::as_str).collect())
+                .unwrap_or_default();
+            let list_type = node.get("x-kubernetes-list-type").and_then(Json::as_str);
+            for (index, item) in items.iter().enumerate() {
+                // Only items that can be told apart across versions of the list have an old value: a map
+                // list's by key, a set's by value.
+                let previous = match list_type {
+                    Some("map") if !keys.is_empty() => old_items.and_then(|olds| {
+                        olds.iter()
+                            .find(|o| keys.iter().all(|k| o.get(*k) == item.get(*k)))
+                    }),
+                    Some("set") => old_items.and_then(|olds| olds.iter().find(|o| *o == item)),
+                    _ => None,
+                };
+                walk(
+                    item_schema,
+                    item,
+                    previous,
+                    &path.index(index),
+                    budget,
+                    errors,
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Binds a value with its schema's types where they fit (dates, int-or-string), else as plain JSON.
+fn bind(activation: Activation, name: &str, value: &Json, schema: &Json) -> Activation {
+    match apiserver_cel::json_to_value_with_schema(value, schema) {
+        Ok(converted) => activation.bind(name, converted),
+        Err(_) => activation.bind_json(name, value),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_rule(
+    rule: &Json,
+    schema: &Json,
+    new: &Json,
+    old: Option<&Json>,
+    path: &Path,
+    kind: &str,
+    budget: &mut Budget,
+    errors: &mut ErrorList,
+) -> Result<(), ()> {
+    let source = rule.get("rule").and_then(Json::as_str).unwrap_or_default();
+    let message = rule
+        .get("message")
+        .and_then(Json::as_str)
+        .map(str::trim)
+        .filter(|m| !m.is_empty());
+    // Upstream's `ruleErrorString`: the message if there is one, else the rule.
+    let described = message.unwrap_or(source.trim());
+    let mut at = path.clone();
+    if let Some(field_path) = rule.get("fieldPath").and_then(Json::as_str) {
+        for segment in field_path.split('.').filter(|s| !s.is_empty()) {
+            at = at.child(segment);
+        }
+    }
+    let transition = source.contains("oldSelf");
+    if transition && old.is_none() {
+        // Transition rules are checked only when there is a comparable old value.
+        return Ok(());
+    }
+    let mut activation = bind(Activation::new(), "self", new, schema);
+    if let Some(old) = old {
+        activation = bind(activation, "oldSelf", old, schema);
+    }
+    let compiled = match program(source) {
+        Ok(p) => p,
+        Err(e) => {
+            errors.push(FieldError::invalid(
+                at,
+                kind,
+                &format!("compilation failed: {e}"),
+            ));
+            return Ok(());
+        }
+    };
+    let evaluate = |program: &Program, budget: &mut Budget| {
+        let evaluation = program.evaluate_with_limit(&activation, budget.0.min(PER_CALL_LIMIT));
+        let over = evaluation.cost > budget.0;
+        budget.0 = budget.0.saturating_sub(evaluation.cost);
+        (evaluation.result, over)
+    };
+    let (result, over) = evaluate(&compiled, budget);
+    if over {
+        errors.push(FieldError::invalid(
+            at,
+            kind,
+            "validation failed due to running out of cost budget, no further validation rules will be run",
+        ));
+        return Err(());
+    }
+    match result {
+        Ok(Value::Bool(true)) => Ok(()),
+        Ok(Value::Bool(false)) => {
+            let from_expression = rule
+                .get("messageExpression")
+                .and_then(Json::as_str)
+                .and_then(|e| program(e).ok())
+                .and_then(|p| match evaluate(&p, budget).0 {
+                    Ok(Value::String(s)) => {
+                        let s = s.trim().to_string();
+                        (!s.is_empty() && !s.contains('\n')).then_some(s)
+                    }
+                    _ => None,
+                });
+            let detail = from_expression.unwrap_or_else(|| match message {
+                Some(m) => m.to_string(),
+                None => format!("failed rule: {described}"),
+            });
+            errors.push(match rule.get("reason").and_then(Json::as_str) {
+                Some("FieldValueRequired") => FieldError::required(at, &detail),
+                Some("FieldValueForbidden") => FieldError::forbidden(at, &detail),
+                Some("FieldValueDuplicate") => FieldError::duplicate(at, detail.as_str()),
+                _ => FieldError::invalid(at, kind, &detail),
+            });
+            Ok(())
+        }
+        Ok(_) => {
+            errors.push(FieldError::invalid(
+                at,
+                kind,
+                &format!("'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {described}"),
+            ));
+            Ok(())
+        }
+        Err(EvalError::CostLimitExceeded) => {
+            errors.push(FieldError::invalid(
+                at,
+                kind,
+                &format!("'{}': no further validation rules will be run due to call cost exceeds limit for rule: {described}", EvalError::CostLimitExceeded),
+            ));
+            Err(())
+        }
+        Err(e)
+            if e.to_string().contains("no matching overload")
+                || e.to_string().starts_with("no such overload") =>
+        {
+            errors.push(FieldError::invalid(
+                at,
+                kind,
+                &format!("'{e}': call arguments did not match a supported operator, function or macro signature for rule: {described}"),
+            ));
+            Ok(())
+        }
+        Err(e) => {
+            errors.push(FieldError::invalid(
+                at,
+                kind,
+                &format!("{e} evaluating rule: {described}"),
+            ));
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn schema() -> Json {
+        json!({
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "properties": {
+                        "toppings": {
+                            "type": "array",
+                            "x-kubernetes-validations": [{"rule": "self.size() <= 2", "message": "at most 2 toppings"}],
+                            "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["name"],
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "name": {"type": "string"},
+                                    "cost": {
+                                        "type": "number",
+                                        "x-kubernetes-validations": [{"rule": "self <= oldSelf * 2.0", "message": "may not double"}],
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        })
+    }
+
+    fn errors(new: Json, old: Option<Json>) -> Vec<String> {
+        let mut list = ErrorList::new();
+        check(&schema(), &new, old.as_ref(), &mut list);
+        list.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn rules_transition_rules_and_ratcheting() {
+        let three = json!({"spec": {"toppings": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}});
+        assert_eq!(
+            errors(three.clone(), None),
+            ["spec.toppings: Invalid value: \"array\": at most 2 toppings"]
+        );
+        // Ratcheting: an update that leaves the invalid list as it was passes.
+        let mut relabelled = three.clone();
+        relabelled["metadata"] = json!({"labels": {"x": "y"}});
+        assert!(errors(relabelled, Some(three.clone())).is_empty());
+        // Transition rule: only on update, only for an item with an old value (matched by key).
+        let cheap = json!({"spec": {"toppings": [{"name": "a", "cost": 1.0}]}});
+        let dear = json!({"spec": {"toppings": [{"name": "a", "cost": 3.0}]}});
+        assert!(errors(dear.clone(), None).is_empty());
+        assert_eq!(
+            errors(dear.clone(), Some(cheap.clone())),
+            ["spec.toppings[0].cost: Invalid value: \"number\": may not double"]
+        );
+        assert!(errors(cheap, Some(dear)).is_empty());
+    }
+
+    #[test]
+    fn default_messages_and_runtime_errors() {
+        let schema = json!({"type": "object", "x-kubernetes-validations": [
+            {"rule": "self.a > 1"},
+            {"rule": "self.missing == 1"},
+            {"rule": "self.a > 5", "messageExpression": "'a is ' + string(self.a)", "reason": "FieldValueForbidden", "fieldPath": ".a"},
+        ]});
+        let mut list = ErrorList::new();
+        check(&schema, &json!({"a": 1}), None, &mut list);
+        let bodies: Vec<String> = list.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            bodies,
+            [
+                "Invalid value: \"object\": failed rule: self.a > 1".to_string(),
+                "Invalid value: \"object\": no such key: missing evaluating rule: self.missing == 1".to_string(),
+                "a: Forbidden: a is 1".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn cost_limit() {
+        let schema = json!({"type": "array", "x-kubernetes-validations": [
+            {"rule": "self.all(x, self.all(y, self.all(z, x + y + z >= 0)))", "message": "expensive"},
+            {"rule": "false", "message": "never reached"},
+        ]});
+        let big: Vec<i64> = (0..200).collect();
+        let mut list = ErrorList::new();
+        check(&schema, &json!(big), None, &mut list);
+        let bodies: Vec<String> = list.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            bodies,
+            [
+                "Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: expensive"
+            ]
+        );
+    }
+}
