@@ -33,6 +33,12 @@ const SERVER_RBAC: &str = include_str!("../../examples/pizza/deploy/02-rbac.yaml
 
 const FIELD_MANAGER: &str = "apiserver-bench";
 
+/// Calls the `--auth admission` webhook answered.
+static WEBHOOK_CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The name of the webhook configuration, policy and binding of `--auth admission`.
+const ADMISSION_NAME: &str = "apiserver-bench";
+
 /// The reviews the server under test asked of the core cluster so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Reviews {
@@ -187,6 +193,111 @@ impl CoreCluster {
             last = now;
         }
         last
+    }
+
+    /// Configures admission in the cluster for the next server: one ValidatingAdmissionPolicy with a binding and,
+    /// with `webhook`, one validating webhook (an HTTPS server in this process that allows everything at once),
+    /// both on creates
+    /// and updates of pizzas and toppings (the phases write toppings); the server sees them through its
+    /// informers.
+    pub async fn add_admission(&self, webhook: bool) -> Result<(), String> {
+        use k8s_openapi::api::admissionregistration::v1::{
+            ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+            ValidatingWebhookConfiguration,
+        };
+        use kube::api::PostParams;
+
+        async fn allow(axum::Json(review): axum::Json<Value>) -> axum::Json<Value> {
+            WEBHOOK_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            axum::Json(json!({
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {"uid": review["request"]["uid"], "allowed": true},
+            }))
+        }
+        let rule = json!({
+            "apiGroups": [pizza_apiserver::GROUP], "apiVersions": ["*"],
+            "resources": ["pizzas", "toppings"], "operations": ["CREATE", "UPDATE"],
+        });
+        let client = self.cluster.admin_client();
+        let create = |e: kube::Error| format!("configuring admission: {e}");
+        if webhook {
+            let router = axum::Router::new().route("/allow", axum::routing::post(allow));
+            let webhook = apiserver::envtest::HttpsServer::start(router, &["127.0.0.1"])
+                .await
+                .map_err(|e| format!("the webhook server: {e}"))?;
+            use base64::Engine;
+            let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&webhook.ca_pem);
+            let config: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": ADMISSION_NAME},
+            "webhooks": [{
+                "name": "allow.bench.example.com",
+                "clientConfig": {"url": format!("https://127.0.0.1:{}/allow", webhook.port), "caBundle": ca_bundle},
+                "rules": [rule],
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+            }],
+        }))
+        .map_err(|e| e.to_string())?;
+            Api::<ValidatingWebhookConfiguration>::all(client.clone())
+                .create(&PostParams::default(), &config)
+                .await
+                .map_err(create)?;
+        }
+        let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+            "metadata": {"name": ADMISSION_NAME},
+            "spec": {
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [{"expression": "size(object.metadata.name) <= 253"}],
+            },
+        }))
+        .map_err(|e| e.to_string())?;
+        Api::<ValidatingAdmissionPolicy>::all(client.clone())
+            .create(&PostParams::default(), &policy)
+            .await
+            .map_err(create)?;
+        let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+            "metadata": {"name": ADMISSION_NAME},
+            "spec": {"policyName": ADMISSION_NAME, "validationActions": ["Deny"]},
+        }))
+        .map_err(|e| e.to_string())?;
+        Api::<ValidatingAdmissionPolicyBinding>::all(client)
+            .create(&PostParams::default(), &binding)
+            .await
+            .map_err(create)?;
+        Ok(())
+    }
+
+    /// Removes what [`CoreCluster::add_admission`] configured; the webhook calls it got are reported on stderr.
+    pub async fn remove_admission(&self, webhook: bool) -> Result<(), String> {
+        eprintln!(
+            "apiserver-bench: the validating webhook answered {} calls",
+            WEBHOOK_CALLS.swap(0, std::sync::atomic::Ordering::Relaxed)
+        );
+        use k8s_openapi::api::admissionregistration::v1::{
+            ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+            ValidatingWebhookConfiguration,
+        };
+        use kube::api::DeleteParams;
+
+        let client = self.cluster.admin_client();
+        let delete = |e: kube::Error| format!("removing admission: {e}");
+        let params = DeleteParams::default();
+        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+            .delete(ADMISSION_NAME, &params)
+            .await
+            .map_err(delete)?;
+        Api::<ValidatingAdmissionPolicy>::all(client.clone())
+            .delete(ADMISSION_NAME, &params)
+            .await
+            .map_err(delete)?;
+        if webhook {
+            Api::<ValidatingWebhookConfiguration>::all(client)
+                .delete(ADMISSION_NAME, &params)
+                .await
+                .map_err(delete)?;
+        }
+        Ok(())
     }
 
     /// CPU seconds (user + system) kube-apiserver and etcd of this cluster have used so far: they share the

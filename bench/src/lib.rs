@@ -97,6 +97,11 @@ pub enum Auth {
     /// server has checked by TokenReview and whose requests it has authorized by SubjectAccessReview, both
     /// cached; the caches are warmed before the phases.
     Delegated,
+    /// As `Delegated`, with one ValidatingAdmissionPolicy (and its binding) configured in the cluster, on creates
+    /// and updates of pizzas and toppings.
+    Policy,
+    /// As `Policy`, with a validating webhook as well (answering at once, from the harness).
+    Admission,
 }
 
 /// One run's settings.
@@ -115,7 +120,10 @@ pub struct Config {
 
 /// Runs every phase on every backend, once per authentication of [`Config::auth`].
 pub async fn run(config: &Config) -> Result<Report, String> {
-    let delegating = config.auth.contains(&Auth::Delegated);
+    let delegating = config
+        .auth
+        .iter()
+        .any(|a| matches!(a, Auth::Delegated | Auth::Policy | Auth::Admission));
     if delegating && !matches!(config.mode, Mode::Process(_) | Mode::InProcess) {
         return Err(
             "delegated authentication needs a server this harness starts: drop --kubeconfig".into(),
@@ -147,10 +155,13 @@ pub async fn run(config: &Config) -> Result<Report, String> {
             let mut args = backend.map(|b| service.server_args(b)).unwrap_or_default();
             let core = match auth {
                 Auth::Static => None,
-                Auth::Delegated => core.as_ref(),
+                Auth::Delegated | Auth::Policy | Auth::Admission => core.as_ref(),
             };
             if let Some(core) = core {
                 args.extend(core.server_args().await?);
+                if matches!(auth, Auth::Policy | Auth::Admission) {
+                    core.add_admission(auth == Auth::Admission).await?;
+                }
             }
             let reviews_before = match core {
                 Some(core) => Some(core.reviews().await),
@@ -168,8 +179,11 @@ pub async fn run(config: &Config) -> Result<Report, String> {
             let mut name = backend
                 .map(|b| b.name().to_string())
                 .unwrap_or_else(|| target.endpoint.url.clone());
-            if auth == Auth::Delegated {
-                name.push_str(", delegated auth");
+            match auth {
+                Auth::Delegated => name.push_str(", delegated auth"),
+                Auth::Policy => name.push_str(", delegated auth, policy"),
+                Auth::Admission => name.push_str(", delegated auth, policy + webhook"),
+                Auth::Static => {}
             }
             let row = Row {
                 name: &name,
@@ -181,6 +195,9 @@ pub async fn run(config: &Config) -> Result<Report, String> {
             };
             let result = measure(&target, &service, &row, config).await;
             target.stop().await;
+            if let (Some(core), Auth::Policy | Auth::Admission) = (core, auth) {
+                core.remove_admission(auth == Auth::Admission).await?;
+            }
             let mut report = result?;
             if let (Some(core), Some(before)) = (core, reviews_before) {
                 report.reviews = Some(core.reviews().await - before);

@@ -19,6 +19,9 @@ enum AuthChoice {
     Delegated,
     /// Both, one after the other on each backend, in the same run and table.
     Both,
+    /// Delegated, then with a ValidatingAdmissionPolicy configured in the cluster, then with the policy and a
+    /// validating webhook (what admission from the cluster costs), in the same run and table.
+    Admission,
 }
 
 #[derive(Parser)]
@@ -119,6 +122,7 @@ async fn main() -> ExitCode {
             AuthChoice::Static => vec![Auth::Static],
             AuthChoice::Delegated => vec![Auth::Delegated],
             AuthChoice::Both => vec![Auth::Static, Auth::Delegated],
+            AuthChoice::Admission => vec![Auth::Delegated, Auth::Policy, Auth::Admission],
         },
     };
     let receiver = match cli.otlp_receiver {

@@ -22,10 +22,14 @@ const MAX_EXPRESSION_DEPTH: usize = 64;
 /// of its tree recurse once per level, so a chain like `1 + 1 + ... + 1` must be refused before either sees it.
 const MAX_SOURCE_NESTING: usize = 128;
 
-/// Parsing and evaluation run with at least this much stack left (the ANTLR parser takes several kilobytes a
-/// level in a debug build) ...
+/// Parsing runs with at least this much stack left (the ANTLR parser takes several kilobytes a level in a debug
+/// build) ...
 const STACK_RED_ZONE: usize = 8 << 20;
-/// ... on a stack of this size when the calling thread has less (tokio's workers have 2 MiB).
+/// ... and evaluation with this much: the interpreter recurses once per level of a tree at most
+/// [`MAX_EXPRESSION_DEPTH`] deep. Evaluation runs on every request, on tokio's 2 MiB workers: a red zone larger
+/// than what such a thread has left would map a fresh stack for every evaluation.
+const EVAL_RED_ZONE: usize = 1 << 20;
+/// The stack grown to when the calling thread has less left.
 const STACK_SIZE: usize = 32 << 20;
 
 /// Runs `f` with [`STACK_RED_ZONE`] of stack at least.
@@ -247,7 +251,9 @@ impl Program {
             .and_then(|()| {
                 let mut context = Context::with_env(Arc::clone(env()));
                 context.set_variable_resolver(activation);
-                with_stack(|| Value::resolve(&self.instrumented, &context))
+                stacker::maybe_grow(EVAL_RED_ZONE, STACK_SIZE, || {
+                    Value::resolve(&self.instrumented, &context)
+                })
             })
             .map_err(EvalError::from);
         let result = if meter.exceeded() {

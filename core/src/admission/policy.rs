@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use futures::FutureExt;
 use k8s_openapi::api::admissionregistration::v1::{
     MatchResources, NamedRuleWithOperations, ParamKind, ParamRef, RuleWithOperations,
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec,
 };
 use kube::api::{DynamicObject, ListParams};
 use kube::discovery::{ApiResource, Scope};
@@ -262,7 +262,33 @@ fn activation(base: &[(&str, &Value)], variables: &serde_json::Map<String, Value
     for (name, value) in base {
         activation = activation.bind_json(name, value);
     }
+    if variables.is_empty() {
+        return activation;
+    }
     activation.bind_json("variables", &Value::Object(variables.clone()))
+}
+
+/// Whether any expression of the policy names `variable` (a variable no expression names is not converted to
+/// CEL at all: the request and namespace objects are large and most policies read only `object`).
+fn names_variable(spec: &ValidatingAdmissionPolicySpec, variable: &str) -> bool {
+    let mentions = |e: &str| e.contains(variable);
+    spec.match_conditions
+        .iter()
+        .flatten()
+        .any(|c| mentions(&c.expression))
+        || spec
+            .variables
+            .iter()
+            .flatten()
+            .any(|v| mentions(&v.expression))
+        || spec.validations.iter().flatten().any(|v| {
+            mentions(&v.expression) || v.message_expression.as_deref().is_some_and(mentions)
+        })
+        || spec
+            .audit_annotations
+            .iter()
+            .flatten()
+            .any(|a| mentions(&a.value_expression))
 }
 
 /// Upstream's `reasonToCode`.
@@ -307,7 +333,9 @@ impl ValidatingPolicies {
         policy: &ValidatingAdmissionPolicy,
         base: &[(&str, &Value)],
     ) -> Outcome {
-        let spec = policy.spec.clone().unwrap_or_default();
+        let Some(spec) = policy.spec.as_ref() else {
+            return Outcome::default();
+        };
         let fail_open = spec.failure_policy.as_deref() == Some("Ignore");
         let name = policy.metadata.name.clone().unwrap_or_default();
         let mut outcome = Outcome::default();
@@ -447,18 +475,19 @@ impl Plugin for ValidatingPolicies {
         let mut namespace: Option<Value> = None;
         let mut denials = Vec::new();
         let mut audit_failures = Vec::new();
+        let (no_binding, no_policy, no_constraints) = Default::default();
         for binding in &bindings {
-            let binding_name = binding.metadata.name.clone().unwrap_or_default();
-            let spec = binding.spec.clone().unwrap_or_default();
+            let spec = binding.spec.as_ref().unwrap_or(&no_binding);
             let Some(policy) = spec.policy_name.as_deref().and_then(|n| policies.get(n)) else {
                 continue;
             };
-            let policy_name = policy.metadata.name.clone().unwrap_or_default();
-            let policy_spec = policy.spec.clone().unwrap_or_default();
-            let fail_open = policy_spec.failure_policy.as_deref() == Some("Ignore");
-            let constraints = policy_spec.match_constraints.clone().unwrap_or_default();
+            let policy_spec = policy.spec.as_ref().unwrap_or(&no_policy);
+            let constraints = policy_spec
+                .match_constraints
+                .as_ref()
+                .unwrap_or(&no_constraints);
             let Some(version) = self
-                .matches(&constraints, false, attributes, &served, labels)
+                .matches(constraints, false, attributes, &served, labels)
                 .await?
             else {
                 continue;
@@ -471,6 +500,9 @@ impl Plugin for ValidatingPolicies {
             {
                 continue;
             }
+            let binding_name = binding.metadata.name.clone().unwrap_or_default();
+            let policy_name = policy.metadata.name.clone().unwrap_or_default();
+            let fail_open = policy_spec.failure_policy.as_deref() == Some("Ignore");
             let params = match self
                 .params(
                     policy_spec.param_kind.as_ref(),
@@ -510,7 +542,8 @@ impl Plugin for ValidatingPolicies {
                 let review = request(&invocation, "", "v1");
                 versioned.insert(version.clone(), (new, previous, review["request"].clone()));
             }
-            if namespace.is_none() {
+            let uses = |variable: &str| names_variable(policy_spec, variable);
+            if namespace.is_none() && uses("namespaceObject") {
                 namespace = Some(if attributes.namespace.is_empty() {
                     Value::Null
                 } else {
@@ -524,13 +557,16 @@ impl Plugin for ValidatingPolicies {
             let actions = spec.validation_actions.clone().unwrap_or_default();
             for param in &params {
                 let param = param.clone().unwrap_or(Value::Null);
-                let base: [(&str, &Value); 5] = [
+                let base: Vec<(&str, &Value)> = [
                     ("object", new),
                     ("oldObject", previous),
                     ("request", admission_request),
                     ("params", &param),
                     ("namespaceObject", namespace_value),
-                ];
+                ]
+                .into_iter()
+                .filter(|(name, _)| uses(name))
+                .collect();
                 let outcome = self.evaluate_policy(policy, &base);
                 for (key, value) in &outcome.annotations {
                     let _ = attributes.annotate(key, value);
