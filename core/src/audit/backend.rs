@@ -85,14 +85,14 @@ impl LogSink {
 
     /// Writes the events (lines) in one write call.
     pub fn write_now(&self, events: &[Bytes]) -> Result<(), String> {
-        let joined;
-        let buf: &[u8] = match events {
-            [one] => one,
-            many => {
-                joined = many.concat();
-                &joined
-            }
-        };
+        match events {
+            [one] => self.write_lines(one),
+            many => self.write_lines(&many.concat()),
+        }
+    }
+
+    /// Writes `buf` (whole lines) in one write call, rotating the file first if it would grow past its size.
+    pub fn write_lines(&self, buf: &[u8]) -> Result<(), String> {
         {
             let out = self.out.read().unwrap_or_else(|p| p.into_inner());
             match &*out {

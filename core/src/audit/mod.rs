@@ -9,6 +9,7 @@ mod backend;
 mod event;
 mod policy;
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -196,18 +197,37 @@ impl Auditor {
     }
 
     /// Hands an event to every backend. An error means a `blocking-strict` backend could not write it.
+    ///
+    /// The event is encoded once, into this thread's buffer: a blocking log writes it from there (one `write`
+    /// call, so the line is in the file when this returns), batching backends get their own copy.
     pub fn process(&self, event: &Event) -> Result<(), String> {
-        let mut line = Vec::with_capacity(1024);
-        if let Err(e) = serde_json::to_writer(&mut line, event) {
-            return Err(format!("encoding the audit event: {e}"));
+        thread_local! {
+            static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
         }
+        /// A buffer that grew past this (a large request or response object) is not kept.
+        const KEPT_CAPACITY: usize = 64 * 1024;
+        LINE.with(|line| match line.try_borrow_mut() {
+            Ok(mut line) => {
+                line.clear();
+                let result = self.deliver(event, &mut line);
+                if line.capacity() > KEPT_CAPACITY {
+                    *line = Vec::new();
+                }
+                result
+            }
+            // Only if writing an event led to another one on this thread.
+            Err(_) => self.deliver(event, &mut Vec::new()),
+        })
+    }
+
+    fn deliver(&self, event: &Event, line: &mut Vec<u8>) -> Result<(), String> {
+        event.write_json(line);
         line.push(b'\n');
-        let encoded = Bytes::from(line);
         let mut result = Ok(());
         for backend in &self.backends {
             match backend {
                 Backend::Blocking { log, strict } => {
-                    if let Err(e) = log.write_now(std::slice::from_ref(&encoded)) {
+                    if let Err(e) = log.write_lines(line) {
                         tracing::error!(
                             "Error in audit plugin 'log' affecting 1 audit events: {e}"
                         );
@@ -217,7 +237,7 @@ impl Auditor {
                     }
                 }
                 Backend::Batch(batched) => {
-                    batched.enqueue(encoded.clone());
+                    batched.enqueue(Bytes::copy_from_slice(line));
                 }
             }
         }

@@ -52,17 +52,18 @@ pub async fn audit(State(auditor): State<Arc<Auditor>>, request: Request, next: 
         return next.run(request).await;
     }
     let long_running = is_long_running(info);
-    let event = new_event(&request, &attributes);
+    // The request body is copied for the request object (level Request and up) and for the name of the
+    // object a create or update is about.
+    let level = config.level;
+    let wants_request_body =
+        level >= Level::Request || matches!(attributes.verb.as_str(), "create" | "update");
+    let is_delete = matches!(attributes.verb.as_str(), "delete" | "deletecollection");
+    let event = new_event(&request, attributes);
     let context = AuditContext::new(auditor, config, event);
     if context.emit(Stage::RequestReceived).is_err() {
         return internal_error("failed to store audit event");
     }
 
-    // The request body is copied for the request object (level Request and up) and for the name of the
-    // object a create or update is about.
-    let level = context.level();
-    let wants_request_body =
-        level >= Level::Request || matches!(attributes.verb.as_str(), "create" | "update");
     let request_body: Arc<Mutex<Option<Vec<u8>>>> = Arc::default();
     let request_type = content_type(request.headers());
     let (mut parts, body) = request.into_parts();
@@ -101,7 +102,6 @@ pub async fn audit(State(auditor): State<Arc<Auditor>>, request: Request, next: 
     }
     // A Status body (errors, and deletes that answer with one) is copied at every level; other bodies only
     // for RequestResponse, never for watches.
-    let is_delete = matches!(attributes.verb.as_str(), "delete" | "deletecollection");
     let capture = !long_running && (level == Level::RequestResponse || code >= 300 || is_delete);
     let response_type = content_type(response.headers());
     let (parts, body) = response.into_parts();
@@ -138,16 +138,29 @@ pub async fn audit(State(auditor): State<Arc<Auditor>>, request: Request, next: 
     Response::from_parts(parts, Observed::wrap(body, limit, finish))
 }
 
-/// The event as it stands when the request arrives.
-pub(super) fn new_event(request: &Request, attributes: &Attributes) -> Event {
+/// The event as it stands when the request arrives; it takes the user and the object's coordinates from
+/// `attributes` (the policy's input, not needed after).
+pub(super) fn new_event(request: &Request, attributes: Attributes) -> Event {
     let now = MicroTime::now();
-    let object_ref = attributes.is_resource_request.then(|| ObjectReference {
-        resource: attributes.resource.clone(),
-        namespace: attributes.namespace.clone(),
-        name: attributes.name.clone(),
-        api_group: attributes.api_group.clone(),
-        api_version: attributes.api_version.clone(),
-        subresource: attributes.subresource.clone(),
+    let Attributes {
+        user,
+        verb,
+        is_resource_request,
+        namespace,
+        api_group,
+        api_version,
+        resource,
+        subresource,
+        name,
+        path: _,
+    } = attributes;
+    let object_ref = is_resource_request.then(|| ObjectReference {
+        resource,
+        namespace,
+        name,
+        api_group,
+        api_version,
+        subresource,
         ..ObjectReference::default()
     });
     Event {
@@ -165,8 +178,8 @@ pub(super) fn new_event(request: &Request, attributes: &Attributes) -> Event {
             .path_and_query()
             .map(|p| p.as_str().to_string())
             .unwrap_or_default(),
-        verb: attributes.verb.clone(),
-        user: UserInfo::from(&attributes.user),
+        verb,
+        user: UserInfo::from(user),
         impersonated_user: None,
         source_ips: source_ips(request),
         user_agent: header_str(request.headers(), USER_AGENT).to_string(),

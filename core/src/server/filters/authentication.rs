@@ -99,7 +99,7 @@ fn audit_failure(auditor: &Arc<Auditor>, request: &Request) {
     if config.level == Level::None {
         return;
     }
-    let mut event = new_event(request, &attributes);
+    let mut event = new_event(request, attributes);
     event.response_status = Some(ResponseStatus::from_status(&unauthorized_status(), 401));
     let _ = AuditContext::new(auditor.clone(), config, event).emit(Stage::ResponseStarted);
 }

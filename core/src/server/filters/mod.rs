@@ -37,6 +37,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::middleware::{from_fn, from_fn_with_state};
+use tower::ServiceBuilder;
 
 use crate::audit::Auditor;
 use crate::auth::{Authenticator, Authorizer};
@@ -96,23 +97,31 @@ pub struct FilterChain {
 impl FilterChain {
     /// Wraps every route of `router` (and its fallbacks) in the chain.
     pub fn apply(self, router: Router) -> Router {
-        // `Router::layer` wraps what is already there, so the innermost filter goes on first.
-        let router = router
-            .layer(from_fn_with_state(
-                self.authorizer.clone(),
-                authorization::authorize,
+        // The chain is one layer, outermost filter first. A filter clones the service below it for every request
+        // (axum's `from_fn`, as tower's readiness rules ask), and `Router::layer` boxes what it wraps: one
+        // `Router::layer` per filter made every request allocate a copy of every filter below every filter. As one
+        // stack, a request copies a few `Arc`s per filter and allocates once per filter.
+        let audit = self
+            .auditor
+            .clone()
+            .map(|auditor| from_fn_with_state(auditor, audit::audit));
+        let chain = ServiceBuilder::new()
+            .layer(axum::Extension(self.metrics))
+            .layer(from_fn(
+                transfer_encoding::refuse_unsupported_transfer_encoding,
             ))
-            .layer(from_fn_with_state(self.limits, max_in_flight::limit))
+            .layer(from_fn(audit_id::with_audit_id))
+            .layer(from_fn(panic::recover))
             .layer(from_fn_with_state(
-                self.authorizer,
-                impersonation::impersonate,
-            ));
-        let router = match &self.auditor {
-            Some(auditor) => router.layer(from_fn_with_state(auditor.clone(), audit::audit)),
-            None => router,
-        };
-        router
-            .layer(from_fn(traces::trace))
+                self.request_info,
+                request_info::with_request_info,
+            ))
+            .layer(from_fn(httplog::log_request))
+            .layer(from_fn(warning::record_warnings))
+            .layer(from_fn_with_state(
+                self.request_timeout,
+                timeout::with_timeout,
+            ))
             .layer(from_fn_with_state(
                 authentication::Authentication {
                     authenticator: self.authenticator,
@@ -120,22 +129,18 @@ impl FilterChain {
                 },
                 authentication::authenticate,
             ))
+            .layer(from_fn(traces::trace))
+            .option_layer(audit)
             .layer(from_fn_with_state(
-                self.request_timeout,
-                timeout::with_timeout,
+                self.authorizer.clone(),
+                impersonation::impersonate,
             ))
-            .layer(from_fn(warning::record_warnings))
-            .layer(from_fn(httplog::log_request))
+            .layer(from_fn_with_state(self.limits, max_in_flight::limit))
             .layer(from_fn_with_state(
-                self.request_info,
-                request_info::with_request_info,
-            ))
-            .layer(from_fn(panic::recover))
-            .layer(from_fn(audit_id::with_audit_id))
-            .layer(from_fn(
-                transfer_encoding::refuse_unsupported_transfer_encoding,
-            ))
-            .layer(axum::Extension(self.metrics))
+                self.authorizer,
+                authorization::authorize,
+            ));
+        router.layer(chain)
     }
 }
 
