@@ -471,7 +471,8 @@ impl Plugin for ValidatingPolicies {
             object.and_then(|o| wire.metadata(o)).map(|m| &m.labels),
             old.and_then(|o| wire.metadata(o)).map(|m| &m.labels),
         ];
-        let mut versioned: BTreeMap<String, (Value, Value, Value)> = BTreeMap::new();
+        // Per version: the object, the old object and (when an expression names it) the AdmissionRequest.
+        let mut versioned: BTreeMap<String, (Value, Value, Option<Value>)> = BTreeMap::new();
         let mut namespace: Option<Value> = None;
         let mut denials = Vec::new();
         let mut audit_failures = Vec::new();
@@ -526,23 +527,26 @@ impl Plugin for ValidatingPolicies {
                     continue;
                 }
             };
+            let uses = |variable: &str| names_variable(policy_spec, variable);
             if !versioned.contains_key(&version) {
                 let encode = |o: Option<&AnyObject>| -> Result<Value, ApiError> {
                     Ok(o.map(|o| wire.encode(o, &version))
                         .transpose()?
                         .unwrap_or(Value::Null))
                 };
-                let (new, previous) = (encode(object)?, encode(old)?);
+                versioned.insert(version.clone(), (encode(object)?, encode(old)?, None));
+            }
+            if let Some((new, previous, admission_request @ None)) = versioned.get_mut(&version)
+                && uses("request")
+            {
                 let invocation = Invocation {
                     attributes,
                     version: &version,
-                    object: Some(&new).filter(|v| !v.is_null()),
-                    old_object: Some(&previous).filter(|v| !v.is_null()),
+                    object: Some(&*new).filter(|v| !v.is_null()),
+                    old_object: Some(&*previous).filter(|v| !v.is_null()),
                 };
-                let review = request(&invocation, "", "v1");
-                versioned.insert(version.clone(), (new, previous, review["request"].clone()));
+                *admission_request = Some(request(&invocation, "", "v1")["request"].take());
             }
-            let uses = |variable: &str| names_variable(policy_spec, variable);
             if namespace.is_none() && uses("namespaceObject") {
                 namespace = Some(if attributes.namespace.is_empty() {
                     Value::Null
@@ -553,6 +557,7 @@ impl Plugin for ValidatingPolicies {
                 });
             }
             let (new, previous, admission_request) = &versioned[&version];
+            let admission_request = admission_request.as_ref().unwrap_or(&Value::Null);
             let namespace_value = namespace.as_ref().unwrap_or(&Value::Null);
             let actions = spec.validation_actions.clone().unwrap_or_default();
             for param in &params {
