@@ -105,6 +105,8 @@ pub struct Initializer {
     pub listers: Listers,
     /// The core cluster's client and informers, when the server runs behind one.
     pub core_cluster: Option<crate::cluster::CoreCluster>,
+    /// The server's metrics, for plugins with metrics of their own (webhook calls).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// Typed listers by hub type.

@@ -212,9 +212,11 @@ impl App {
                 delegated,
                 ValidatingWebhooks::build,
             );
+        let metrics = Arc::new(Metrics::new());
         Ok(Assembly {
             initializer: Initializer {
                 core_cluster: core_cluster.clone(),
+                metrics: Some(metrics.clone()),
                 ..Initializer::default()
             },
             name: self.name,
@@ -224,7 +226,7 @@ impl App {
             data_dir,
             prefix,
             format,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             backend,
             backend_name,
             metrics_name,

@@ -294,6 +294,14 @@ pub struct Metrics {
     pub admission_controller_durations: HistogramVec,
     /// `apiserver_admission_step_admission_duration_seconds{operation,rejected,type}`.
     pub admission_step_durations: HistogramVec,
+    /// `apiserver_admission_webhook_admission_duration_seconds{name,operation,rejected,type}`: each webhook call.
+    pub webhook_durations: HistogramVec,
+    /// `apiserver_admission_webhook_request_total{code,name,operation,rejected,type}`.
+    pub webhook_requests: IntCounterVec,
+    /// `apiserver_admission_webhook_rejection_count{error_type,name,operation,rejection_code,type}`.
+    pub webhook_rejections: IntCounterVec,
+    /// `apiserver_admission_webhook_fail_open_count{name,type}`: failed calls ignored by `failurePolicy: Ignore`.
+    pub webhook_fail_open: IntCounterVec,
     /// `apiserver_registered_watchers{group,version,kind}`: open watches.
     pub watchers: IntGaugeVec,
     /// `apiserver_watch_events_total{group,version,kind}`: events sent to watchers.
@@ -475,6 +483,27 @@ impl Metrics {
                 ADMISSION_BUCKETS,
                 &["name", "operation", "rejected", "type"],
             ),
+            webhook_durations: histogram(
+                "apiserver_admission_webhook_admission_duration_seconds",
+                "Admission webhook latency histogram in seconds, identified by name and broken out for each operation and API resource and type (validate or admit).",
+                &[0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0],
+                &["name", "operation", "rejected", "type"],
+            ),
+            webhook_requests: counter(
+                "apiserver_admission_webhook_request_total",
+                "Admission webhook request total, identified by name and broken out for each admission type (validating or mutating) and operation. Additional labels specify whether the request was rejected or not and an HTTP status code. Codes greater than 600 are truncated to 600, to keep the metrics cardinality bounded.",
+                &["code", "name", "operation", "rejected", "type"],
+            ),
+            webhook_rejections: counter(
+                "apiserver_admission_webhook_rejection_count",
+                "Admission webhook rejection count, identified by name and broken out for each admission type (validating or admit) and operation. Additional labels specify an error type (calling_webhook_error or apiserver_internal_error if an error occurred; no_error otherwise) and optionally a non-zero rejection code if the webhook rejects the request with an HTTP status code (honored by the apiserver when the code is greater or equal to 400). Codes greater than 600 are truncated to 600, to keep the metrics cardinality bounded.",
+                &["error_type", "name", "operation", "rejection_code", "type"],
+            ),
+            webhook_fail_open: counter(
+                "apiserver_admission_webhook_fail_open_count",
+                "Admission webhook fail open count, identified by name and broken out for each admission type (validating or admit).",
+                &["name", "type"],
+            ),
             admission_step_durations: histogram(
                 "apiserver_admission_step_admission_duration_seconds",
                 "Admission sub-step latency histogram in seconds, broken out for each operation and API resource and step type (validate or admit).",
@@ -586,7 +615,7 @@ impl Metrics {
                 .register(collector)
                 .expect("unique metric names");
         }
-        let collectors: [Box<dyn prometheus::core::Collector>; 29] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 33] = [
             Box::new(metrics.delegated_authn_requests.clone()),
             Box::new(metrics.delegated_authn_durations.clone()),
             Box::new(metrics.delegated_authz_requests.clone()),
@@ -616,6 +645,10 @@ impl Metrics {
             Box::new(metrics.terminations.clone()),
             Box::new(metrics.admission_controller_durations.clone()),
             Box::new(metrics.admission_step_durations.clone()),
+            Box::new(metrics.webhook_durations.clone()),
+            Box::new(metrics.webhook_requests.clone()),
+            Box::new(metrics.webhook_rejections.clone()),
+            Box::new(metrics.webhook_fail_open.clone()),
         ];
         for collector in collectors {
             metrics
@@ -774,6 +807,47 @@ impl Metrics {
         let mut values = labels.values_without_dry_run().to_vec();
         values.push(&code);
         self.terminations.with_label_values(&values).inc();
+    }
+
+    /// One admission webhook call (`kind`: `admit` or `validating`, as upstream labels them): its duration and
+    /// HTTP code (0 when the server failed before calling), whether it rejected the request, and why
+    /// (`error_type`: `no_error` for the webhook's refusal, `calling_webhook_error`, `apiserver_internal_error`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn admission_webhook(
+        &self,
+        name: &str,
+        kind: &str,
+        operation: &str,
+        code: u16,
+        rejected: bool,
+        error_type: Option<&str>,
+        elapsed: Duration,
+    ) {
+        let code = code.min(600).to_string();
+        let rejected_label = if rejected { "true" } else { "false" };
+        self.webhook_durations
+            .with_label_values(&[name, operation, rejected_label, kind])
+            .observe(elapsed.as_secs_f64());
+        self.webhook_requests
+            .with_label_values(&[&code, name, operation, rejected_label, kind])
+            .inc();
+        if rejected && let Some(error_type) = error_type {
+            let rejection_code = if error_type == "no_error" {
+                code.as_str()
+            } else {
+                "0"
+            };
+            self.webhook_rejections
+                .with_label_values(&[error_type, name, operation, rejection_code, kind])
+                .inc();
+        }
+    }
+
+    /// A failed webhook call ignored under `failurePolicy: Ignore`.
+    pub fn admission_webhook_fail_open(&self, name: &str, kind: &str) {
+        self.webhook_fail_open
+            .with_label_values(&[name, kind])
+            .inc();
     }
 
     /// One admission plugin's step (`admit` or `validate`) and the whole step, as upstream times them.

@@ -329,7 +329,7 @@ async fn behind_kube_apiserver() {
     reviews_are_cached(&cluster, &admin, &direct).await;
     delegated_metrics(&cluster, &direct).await;
     namespace_lifecycle(&admin).await;
-    webhooks::admission_webhooks(&cluster, &admin).await;
+    webhooks::admission_webhooks(&cluster, &admin, &direct).await;
     webhooks::admission_policies(&cluster, &admin).await;
     deployment_folder_applies(&admin);
     authorization_fails_closed(&cluster, &server_kubeconfig, &cert, &key, &serving_ca).await;

@@ -90,6 +90,9 @@ struct Webhooks<C: Configuration> {
     cluster: CoreCluster,
     clients: Clients,
     conditions: Conditions,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// `admit` or `validating`: the plugin's type in upstream's metric labels.
+    kind: &'static str,
 }
 
 /// Why a webhook call did not allow the request.
@@ -101,7 +104,11 @@ enum Failure {
 }
 
 impl<C: Configuration> Webhooks<C> {
-    fn start(initializer: &Initializer, plugin: &str) -> Result<Self, PluginError> {
+    fn start(
+        initializer: &Initializer,
+        plugin: &str,
+        kind: &'static str,
+    ) -> Result<Self, PluginError> {
         let cluster = initializer.core_cluster.clone().ok_or_else(|| {
             PluginError(format!(
                 "{plugin}: needs the core cluster (--kubeconfig, or running in a pod)"
@@ -112,6 +119,8 @@ impl<C: Configuration> Webhooks<C> {
             configurations,
             clients: Clients::new(cluster.clone()),
             conditions: Conditions::default(),
+            metrics: initializer.metrics.clone(),
+            kind,
             cluster,
         })
     }
@@ -183,8 +192,40 @@ impl<C: Configuration> Webhooks<C> {
             .matches(hook, &review["request"], invocation.attributes)
     }
 
-    /// Calls one webhook and checks its answer.
+    /// Calls one webhook and checks its answer, counted and timed as upstream's `ObserveWebhook`.
     async fn call(
+        &self,
+        hook: &Hook,
+        invocation: &Invocation<'_>,
+        mutating: bool,
+    ) -> Result<review::Verdict, Failure> {
+        let started = std::time::Instant::now();
+        let result = self.call_once(hook, invocation, mutating).await;
+        if let Some(metrics) = &self.metrics {
+            let operation = invocation.attributes.operation.as_str();
+            let (code, rejected, error_type) = match &result {
+                Ok(_) => (200, false, None),
+                // Upstream reports a failed call as 503 (`error calling webhook`).
+                Err(Failure::Calling(_)) => (503, !hook.fail_open, Some("calling_webhook_error")),
+                Err(Failure::Rejected(refusal)) => (refusal.code, true, Some("no_error")),
+            };
+            metrics.admission_webhook(
+                &hook.name,
+                self.kind,
+                operation,
+                code,
+                rejected,
+                error_type,
+                started.elapsed(),
+            );
+            if matches!(result, Err(Failure::Calling(_))) && hook.fail_open {
+                metrics.admission_webhook_fail_open(&hook.name, self.kind);
+            }
+        }
+        result
+    }
+
+    async fn call_once(
         &self,
         hook: &Hook,
         invocation: &Invocation<'_>,
@@ -248,6 +289,7 @@ impl ValidatingWebhooks {
         Ok(Arc::new(ValidatingWebhooks(Webhooks::start(
             initializer,
             VALIDATING_ADMISSION_WEBHOOK,
+            "validating",
         )?)))
     }
 }
@@ -348,6 +390,7 @@ impl MutatingWebhooks {
         Ok(Arc::new(MutatingWebhooks(Webhooks::start(
             initializer,
             MUTATING_ADMISSION_WEBHOOK,
+            "admit",
         )?)))
     }
 }

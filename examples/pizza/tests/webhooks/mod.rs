@@ -19,7 +19,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{GROUP, kubectl, kubectl_ok, pizza};
+use super::{Credential, Direct, GROUP, kubectl, kubectl_ok, pizza};
 
 /// The AdmissionReview requests the webhooks got, with the webhook's path.
 #[derive(Clone, Default)]
@@ -146,7 +146,7 @@ async fn until(
     panic!("the webhook configuration never took effect for {prefix}");
 }
 
-pub async fn admission_webhooks(cluster: &Cluster, admin: &Path) {
+pub async fn admission_webhooks(cluster: &Cluster, admin: &Path, direct: &Direct) {
     let seen = Seen::default();
     let router = axum::Router::new()
         .route("/deny", post(deny))
@@ -420,6 +420,55 @@ pub async fn admission_webhooks(cluster: &Cluster, admin: &Path) {
         |ok, _| ok,
     )
     .await;
+
+    // The calls in upstream's metrics, on the server's /metrics.
+    let (proxy_cert, proxy_key) = cluster.front_proxy_client_cert_and_key_pem();
+    let (code, text) = direct
+        .send(
+            Credential::Cert(proxy_cert, proxy_key),
+            "GET",
+            "/metrics",
+            &[
+                ("X-Remote-User", "admin"),
+                ("X-Remote-Group", "system:masters"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(code, 200);
+    let text = text.as_str().expect("the exposition as text").to_string();
+    let sample = |prefix: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    for (series, what) in [
+        (
+            r#"apiserver_admission_webhook_request_total{code="200",name="deny.pizza.example.com",operation="CREATE",rejected="false",type="validating"}"#,
+            "allowed validating calls",
+        ),
+        (
+            r#"apiserver_admission_webhook_request_total{code="200",name="label.pizza.example.com",operation="CREATE",rejected="false",type="admit"}"#,
+            "mutating calls",
+        ),
+        (
+            r#"apiserver_admission_webhook_rejection_count{error_type="no_error",name="deny.pizza.example.com",operation="CREATE",rejection_code="403",type="validating"}"#,
+            "refusals",
+        ),
+        (
+            r#"apiserver_admission_webhook_rejection_count{error_type="calling_webhook_error",name="slow.pizza.example.com",operation="CREATE",rejection_code="0",type="validating"}"#,
+            "failed calls under Fail",
+        ),
+        (
+            r#"apiserver_admission_webhook_fail_open_count{name="slow.pizza.example.com",type="validating"}"#,
+            "failed calls under Ignore",
+        ),
+    ] {
+        assert!(sample(series) >= 1.0, "no {what}: {series}");
+    }
+    assert!(text.contains("apiserver_admission_webhook_admission_duration_seconds_bucket"));
 
     for name in ["pizza-deny", "pizza-slow"] {
         validating
