@@ -751,31 +751,45 @@ async fn audited(cluster: &Cluster, audit_log: &Path) {
     );
 }
 
-/// The reviews asked of kube-apiserver are counted on the server's `/metrics` (read as an admin through the front
-/// proxy: `/metrics` is not proxied by the aggregator).
-async fn delegated_metrics(cluster: &Cluster, direct: &Direct) {
-    let (proxy_cert, proxy_key) = cluster.front_proxy_client_cert_and_key_pem();
-    let (code, text) = direct
-        .send(
-            Credential::Cert(proxy_cert, proxy_key),
-            "GET",
-            "/metrics",
-            &[
-                ("X-Remote-User", "admin"),
-                ("X-Remote-Group", "system:masters"),
-            ],
-            None,
-        )
-        .await;
-    assert_eq!(code, 200);
-    let text = text.as_str().expect("the exposition as text").to_string();
-    let sample = |prefix: &str| -> f64 {
-        text.lines()
+/// The pizza server's `/metrics`, read as an admin through the front proxy (the aggregator does not proxy it).
+struct Metrics(String);
+
+impl Metrics {
+    async fn scrape(cluster: &Cluster, direct: &Direct) -> Metrics {
+        let (proxy_cert, proxy_key) = cluster.front_proxy_client_cert_and_key_pem();
+        let (code, text) = direct
+            .send(
+                Credential::Cert(proxy_cert, proxy_key),
+                "GET",
+                "/metrics",
+                &[
+                    ("X-Remote-User", "admin"),
+                    ("X-Remote-Group", "system:masters"),
+                ],
+                None,
+            )
+            .await;
+        assert_eq!(code, 200);
+        Metrics(text.as_str().expect("the exposition as text").to_string())
+    }
+
+    /// The value of the first series starting with `prefix`, 0 when there is none.
+    fn sample(&self, prefix: &str) -> f64 {
+        self.0
+            .lines()
             .find(|l| l.starts_with(prefix))
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse().ok())
             .unwrap_or(0.0)
-    };
+    }
+}
+
+/// The reviews asked of kube-apiserver are counted on the server's `/metrics` (read as an admin through the front
+/// proxy: `/metrics` is not proxied by the aggregator).
+async fn delegated_metrics(cluster: &Cluster, direct: &Direct) {
+    let metrics = Metrics::scrape(cluster, direct).await;
+    let sample = |prefix: &str| metrics.sample(prefix);
+    let text = &metrics.0;
     assert!(
         sample(r#"apiserver_delegated_authz_request_total{code="201"}"#) >= 1.0,
         "{text}"

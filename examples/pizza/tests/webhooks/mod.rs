@@ -19,7 +19,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{Credential, Direct, GROUP, kubectl, kubectl_ok, pizza};
+use super::{Direct, GROUP, Metrics, kubectl, kubectl_ok, pizza};
 
 /// The AdmissionReview requests the webhooks got, with the webhook's path.
 #[derive(Clone, Default)]
@@ -422,28 +422,7 @@ pub async fn admission_webhooks(cluster: &Cluster, admin: &Path, direct: &Direct
     .await;
 
     // The calls in upstream's metrics, on the server's /metrics.
-    let (proxy_cert, proxy_key) = cluster.front_proxy_client_cert_and_key_pem();
-    let (code, text) = direct
-        .send(
-            Credential::Cert(proxy_cert, proxy_key),
-            "GET",
-            "/metrics",
-            &[
-                ("X-Remote-User", "admin"),
-                ("X-Remote-Group", "system:masters"),
-            ],
-            None,
-        )
-        .await;
-    assert_eq!(code, 200);
-    let text = text.as_str().expect("the exposition as text").to_string();
-    let sample = |prefix: &str| -> f64 {
-        text.lines()
-            .find(|l| l.starts_with(prefix))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
-    };
+    let metrics = Metrics::scrape(cluster, direct).await;
     for (series, what) in [
         (
             r#"apiserver_admission_webhook_request_total{code="200",name="deny.pizza.example.com",operation="CREATE",rejected="false",type="validating"}"#,
@@ -466,9 +445,13 @@ pub async fn admission_webhooks(cluster: &Cluster, admin: &Path, direct: &Direct
             "failed calls under Ignore",
         ),
     ] {
-        assert!(sample(series) >= 1.0, "no {what}: {series}");
+        assert!(metrics.sample(series) >= 1.0, "no {what}: {series}");
     }
-    assert!(text.contains("apiserver_admission_webhook_admission_duration_seconds_bucket"));
+    assert!(
+        metrics
+            .0
+            .contains("apiserver_admission_webhook_admission_duration_seconds_bucket")
+    );
 
     for name in ["pizza-deny", "pizza-slow"] {
         validating
