@@ -208,6 +208,11 @@ fn replay(
             key: record.key,
             value,
             prev,
+            prev_revision: if record.kind == WriteKind::Create {
+                0
+            } else {
+                record.prev_revision
+            },
         })));
     }
     Ok(())

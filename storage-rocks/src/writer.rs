@@ -205,6 +205,7 @@ fn commit(shared: &Shared, write_opts: &WriteOptions, group: Vec<Request>) {
                     key,
                     value,
                     prev: prev_value,
+                    prev_revision: 0,
                 }));
             }
         }

@@ -312,6 +312,7 @@ where
         key: get(row, 1)?,
         value: (!deleted).then(|| Bytes::from(value)),
         prev: old.map(Bytes::from),
+        prev_revision: 0,
     })
 }
 

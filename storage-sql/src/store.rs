@@ -214,6 +214,7 @@ impl SqlStorage {
                 key: key.to_string(),
                 value: value.cloned(),
                 prev: prev.clone(),
+                prev_revision: 0,
             });
         }
         Ok(out)

@@ -344,14 +344,28 @@ impl Api {
         let in_flight = metrics.started(&labels);
         let response = endpoint.serve(context, verb, body).instrument(span).await;
         drop(in_flight);
-        let size = response.body().size_hint().exact();
-        metrics.answered(&labels, response.status().as_u16(), started.elapsed(), size);
+        let code = response.status().as_u16();
         if labels.verb == "WATCH" && response.status() == StatusCode::OK {
             // Open until its stream ends.
+            metrics.answered(&labels, code, started.elapsed(), None);
             let open = metrics.long_running(&labels);
             return response.map(|body| Body::new(Guarded { body, _open: open }));
         }
-        response
+        if let Some(size) = response.body().size_hint().exact() {
+            metrics.answered(&labels, code, started.elapsed(), Some(size));
+            return response;
+        }
+        // A streamed body (a list sent as its items are encoded): answered when its last byte is handed over,
+        // with the bytes it had, as upstream's handler returns only after writing them.
+        response.map(|body| {
+            Body::new(Counted {
+                body,
+                bytes: 0,
+                answered: Some(Box::new(move |bytes| {
+                    metrics.answered(&labels, code, started.elapsed(), Some(bytes))
+                })),
+            })
+        })
     }
 }
 
@@ -441,6 +455,55 @@ impl HttpBody for Guarded {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A streamed response body that counts its bytes and reports them once, at its end (or when dropped early).
+struct Counted {
+    body: Body,
+    bytes: u64,
+    answered: Option<Box<dyn FnOnce(u64) + Send>>,
+}
+
+impl Counted {
+    fn report(&mut self) {
+        if let Some(answered) = self.answered.take() {
+            answered(self.bytes);
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.report();
+    }
+}
+
+impl HttpBody for Counted {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
+        match &polled {
+            std::task::Poll::Ready(Some(Ok(frame))) => {
+                self.bytes += frame.data_ref().map_or(0, |data| data.len() as u64);
+            }
+            std::task::Poll::Ready(_) => self.report(),
+            std::task::Poll::Pending => {}
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

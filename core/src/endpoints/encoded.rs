@@ -102,7 +102,10 @@ impl EncodedObjects {
         let mut fresh = Vec::new();
         for (slot, stored) in found.iter_mut().zip(items) {
             if slot.is_none() {
-                let encoded = Bytes::from(encode(stored)?);
+                let mut encoded = encode(stored)?;
+                // Kept for long: without the encoder's spare capacity.
+                encoded.shrink_to_fit();
+                let encoded = Bytes::from(encoded);
                 if self.budget > 0 {
                     fresh.push((key(stored), encoded.clone()));
                 }

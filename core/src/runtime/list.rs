@@ -71,45 +71,86 @@ pub fn encode_encoded_items(
     format: MediaType,
 ) -> Result<Vec<u8>, CodecError> {
     let items_len: usize = items.iter().map(|i| i.len() + 10).sum();
-    match format {
-        MediaType::Json => {
-            let mut buf = Vec::with_capacity(items_len + 256);
-            buf.extend_from_slice(b"{\"kind\":");
-            write_json(&mut buf, kind)?;
-            buf.extend_from_slice(b",\"apiVersion\":");
-            write_json(&mut buf, api_version)?;
-            buf.extend_from_slice(b",\"metadata\":");
-            write_json(&mut buf, metadata)?;
-            buf.extend_from_slice(b",\"items\":[");
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    buf.push(b',');
-                }
-                buf.extend_from_slice(item);
+    let mut buf = Vec::with_capacity(items_len + 256);
+    let mut writer = ListWriter::start(api_version, kind, metadata, format, Some(items), &mut buf)?;
+    for item in items {
+        writer.item(&mut buf, item);
+    }
+    writer.finish(&mut buf);
+    Ok(buf)
+}
+
+/// Writes a `<Kind>List` in pieces: the head (envelope, `kind`, `apiVersion`, `metadata`), then items encoded one
+/// by one, then the tail; together the bytes of [`encode_encoded_items`], so that a list can be sent while its
+/// items are still being encoded and never exists whole.
+#[derive(Debug)]
+pub struct ListWriter {
+    format: MediaType,
+    written: usize,
+}
+
+impl ListWriter {
+    /// Writes the head into `buf`. Protobuf's envelope states the message's length first, so it needs every item
+    /// (`items`) up front; JSON does not.
+    pub fn start(
+        api_version: &str,
+        kind: &str,
+        metadata: &ListMeta,
+        format: MediaType,
+        items: Option<&[bytes::Bytes]>,
+        buf: &mut Vec<u8>,
+    ) -> Result<ListWriter, CodecError> {
+        match format {
+            MediaType::Json => {
+                buf.extend_from_slice(b"{\"kind\":");
+                write_json(buf, kind)?;
+                buf.extend_from_slice(b",\"apiVersion\":");
+                write_json(buf, api_version)?;
+                buf.extend_from_slice(b",\"metadata\":");
+                write_json(buf, metadata)?;
+                buf.extend_from_slice(b",\"items\":[");
             }
-            buf.extend_from_slice(b"]}");
-            Ok(buf)
+            MediaType::Protobuf => {
+                let items = items.ok_or_else(|| {
+                    CodecError::Encode("a protobuf list needs its items' lengths first".into())
+                })?;
+                let raw_len = message::encoded_len(1, metadata)
+                    + items
+                        .iter()
+                        .map(|i| 1 + prost::encoding::encoded_len_varint(i.len() as u64) + i.len())
+                        .sum::<usize>();
+                codec::write_envelope_header(buf, api_version, kind, raw_len);
+                message::encode(1, metadata, buf);
+            }
+            MediaType::Yaml => {
+                return Err(CodecError::Encode(
+                    "a YAML list is not made of encoded items".into(),
+                ));
+            }
         }
-        MediaType::Protobuf => {
-            let raw_len = message::encoded_len(1, metadata)
-                + items
-                    .iter()
-                    .map(|i| 1 + prost::encoding::encoded_len_varint(i.len() as u64) + i.len())
-                    .sum::<usize>();
-            let mut buf = Vec::with_capacity(raw_len + 64);
-            codec::write_envelope_header(&mut buf, api_version, kind, raw_len);
-            message::encode(1, metadata, &mut buf);
-            for item in items {
+        Ok(ListWriter { format, written: 0 })
+    }
+
+    /// Appends one encoded item.
+    pub fn item(&mut self, buf: &mut Vec<u8>, item: &[u8]) {
+        match self.format {
+            MediaType::Protobuf => {
                 buf.push(0x12);
-                prost::encoding::encode_varint(item.len() as u64, &mut buf);
-                buf.extend_from_slice(item);
+                prost::encoding::encode_varint(item.len() as u64, buf);
             }
-            buf.extend_from_slice(&codec::ENVELOPE_TRAILER);
-            Ok(buf)
+            _ if self.written > 0 => buf.push(b','),
+            _ => {}
         }
-        MediaType::Yaml => Err(CodecError::Encode(
-            "a YAML list is not made of encoded items".into(),
-        )),
+        buf.extend_from_slice(item);
+        self.written += 1;
+    }
+
+    /// Appends the tail.
+    pub fn finish(self, buf: &mut Vec<u8>) {
+        match self.format {
+            MediaType::Protobuf => buf.extend_from_slice(&codec::ENVELOPE_TRAILER),
+            _ => buf.extend_from_slice(b"]}"),
+        }
     }
 }
 

@@ -530,6 +530,29 @@ impl<H: Resource> ResourceCodec<H> {
         )?)
     }
 
+    /// Starts a `<Kind>List` of `version` in `buf`, to be continued with items encoded by
+    /// [`ResourceCodec::encode_list_item`] as they come ([`ListWriter`](super::ListWriter)); protobuf needs `items`.
+    pub fn start_list(
+        &self,
+        meta: &ListMeta,
+        version: &str,
+        format: MediaType,
+        items: Option<&[bytes::Bytes]>,
+        buf: &mut Vec<u8>,
+    ) -> Result<super::ListWriter, EncodeError> {
+        self.encoding(version)?;
+        let kind = format!("{}List", H::KIND);
+        let api_version = H::group_version(version).api_version();
+        Ok(super::ListWriter::start(
+            &api_version,
+            &kind,
+            meta,
+            format,
+            items,
+            buf,
+        )?)
+    }
+
     /// The codec of a version objects are encoded in.
     fn encoding(&self, version: &str) -> Result<&Arc<dyn VersionCodec<H>>, EncodeError> {
         self.find(version)

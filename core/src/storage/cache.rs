@@ -18,8 +18,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::{
-    Change, EventType, GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Predicate,
-    Stats, Storage, StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent,
+    Change, EventType, GetOptions, KeyRange, ListOptions, ListPlan, ListResult, Preconditions,
+    Predicate, Stats, Storage, StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent,
     WatchOptions, WatchStream, encode_continue, plan_list,
 };
 use crate::metrics::CacheMetrics;
@@ -409,50 +409,147 @@ impl WatchCache {
     }
 
     /// Serves a list from memory at the cache's revision.
-    fn list_cached(&self, key: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
-        let plan = plan_list(key, opts)?;
+    fn list_cached(&self, opts: &ListOptions, plan: &ListPlan) -> Result<ListResult, StorageError> {
         let st = self.shared.lock();
-        let range = &plan.range;
-        let start = range.as_str().to_string();
-        let mut live = st
+        let start = plan.start_key.as_deref().unwrap_or(plan.range.as_str());
+        let live = st
             .objects
-            .range::<str, _>((Bound::Included(start.as_str()), Bound::Unbounded))
-            .take_while(|(k, _)| range.contains(k))
+            .range::<str, _>((Bound::Included(start), Bound::Unbounded))
+            .take_while(|(k, _)| plan.range.contains(k))
             .map(|(_, o)| o);
+        self.page(live, opts, plan, st.revision)
+    }
+
+    /// Serves a list from memory as it was at revision `at`: the current objects, with every key written since put
+    /// back as it was then (the value before its first change after `at`, or nothing if it did not exist yet).
+    /// `None` when memory cannot tell: not loaded, not there yet, or its history does not reach back to `at`.
+    fn list_at(
+        &self,
+        plan: &ListPlan,
+        opts: &ListOptions,
+        at: u64,
+    ) -> Option<Result<ListResult, StorageError>> {
+        let st = self.shared.lock();
+        if !st.ready || at < st.history_start || at > st.revision {
+            return None;
+        }
+        let start = plan.start_key.as_deref().unwrap_or(plan.range.as_str());
+        let mut then: BTreeMap<&str, Option<StoredObject>> = BTreeMap::new();
+        // Newest first, so that the earliest change after `at` is the one that stays.
+        for change in st.history.iter().rev().take_while(|c| c.revision > at) {
+            if change.key.as_str() < start || !plan.range.contains(&change.key) {
+                continue;
+            }
+            let was = match &change.prev {
+                Some(_) if change.prev_revision == 0 => return None,
+                Some(value) => Some(StoredObject {
+                    key: change.key.clone(),
+                    value: value.clone(),
+                    revision: change.prev_revision,
+                }),
+                None => None,
+            };
+            then.insert(&change.key, was);
+        }
+        let now = st
+            .objects
+            .range::<str, _>((Bound::Included(start), Bound::Unbounded))
+            .take_while(|(k, _)| plan.range.contains(k))
+            .map(|(k, o)| (k.as_str(), o));
+        let merged = MergeAt {
+            now: now.peekable(),
+            then: then.iter().map(|(k, o)| (*k, o)).peekable(),
+        };
+        Some(self.page(merged, opts, plan, at))
+    }
+
+    /// One page of `objects` (in key order, from the plan's start): the selected ones up to the limit, and a
+    /// continue token at `revision` when more are left.
+    fn page<'a>(
+        &self,
+        objects: impl Iterator<Item = &'a StoredObject>,
+        opts: &ListOptions,
+        plan: &ListPlan,
+        revision: u64,
+    ) -> Result<ListResult, StorageError> {
+        let mut objects = objects.peekable();
         let limit = usize::try_from(opts.limit).unwrap_or(usize::MAX);
         let mut items = Vec::new();
         let mut last_key: Option<&str> = None;
         let mut has_more = false;
         let mut evaluated = 0;
-        for object in live.by_ref() {
-            if limit > 0 && items.len() >= limit {
-                has_more = true;
-                break;
-            }
+        while let Some(object) = objects.next_if(|_| limit == 0 || items.len() < limit) {
             last_key = Some(&object.key);
             evaluated += 1;
             if opts.predicate.matches(&object.value)? {
                 items.push(object.clone());
             }
         }
+        if objects.peek().is_some() {
+            has_more = true;
+        }
         self.shared
             .record(|m| m.listed(evaluated as usize, items.len()));
         let mut result = ListResult {
             items,
-            revision: st.revision,
+            revision,
             continue_token: None,
             remaining_item_count: None,
             evaluated,
         };
         if has_more && let Some(last) = last_key {
             let next = format!("{last}\0");
-            result.continue_token =
-                Some(encode_continue(&next, range.as_str(), st.revision as i64)?);
+            result.continue_token = Some(encode_continue(
+                &next,
+                plan.range.as_str(),
+                revision as i64,
+            )?);
             if opts.predicate.is_everything() {
-                result.remaining_item_count = Some(1 + live.count() as i64);
+                result.remaining_item_count = Some(objects.count() as i64);
             }
         }
         Ok(result)
+    }
+}
+
+/// The objects of a range at a past revision: the current ones (`now`) merged, in key order, with the keys
+/// written since (`then`: how each was at that revision, `None` if it did not exist).
+struct MergeAt<
+    'a,
+    N: Iterator<Item = (&'a str, &'a StoredObject)>,
+    T: Iterator<Item = (&'a str, &'a Option<StoredObject>)>,
+> {
+    now: std::iter::Peekable<N>,
+    then: std::iter::Peekable<T>,
+}
+
+impl<'a, N, T> Iterator for MergeAt<'a, N, T>
+where
+    N: Iterator<Item = (&'a str, &'a StoredObject)>,
+    T: Iterator<Item = (&'a str, &'a Option<StoredObject>)>,
+{
+    type Item = &'a StoredObject;
+
+    fn next(&mut self) -> Option<&'a StoredObject> {
+        loop {
+            let from_then = match (self.now.peek(), self.then.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => false,
+                (None, Some(_)) => true,
+                (Some((now, _)), Some((then, _))) => then <= now,
+            };
+            if from_then {
+                let (key, was) = self.then.next()?;
+                if self.now.peek().is_some_and(|(now, _)| *now == key) {
+                    self.now.next();
+                }
+                if let Some(object) = was {
+                    return Some(object);
+                }
+            } else {
+                return self.now.next().map(|(_, object)| object);
+            }
+        }
     }
 }
 
@@ -592,11 +689,10 @@ fn apply(shared: &Shared, kind: EventType, event: WatchEvent) {
     if event.revision <= st.revision {
         return;
     }
-    let prev = st
-        .objects
-        .get(&event.key)
-        .map(|o| o.value.clone())
-        .or(event.prev_value);
+    let (prev, prev_revision) = match st.objects.get(&event.key) {
+        Some(object) => (Some(object.value.clone()), object.revision),
+        None => (event.prev_value, 0),
+    };
     let value = match kind {
         EventType::Deleted => {
             st.objects.remove(&event.key);
@@ -617,6 +713,7 @@ fn apply(shared: &Shared, kind: EventType, event: WatchEvent) {
         key: event.key,
         value,
         prev,
+        prev_revision,
         revision: event.revision,
     });
     st.revision = event.revision;
@@ -743,17 +840,20 @@ impl Storage for WatchCache {
     }
 
     async fn list(&self, key: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
-        let continuing = opts
-            .continue_token
-            .as_deref()
-            .is_some_and(|t| !t.is_empty());
-        if !self.covers(key) || continuing || !opts.recursive {
-            // Later pages are read at the first page's revision, which only the backend keeps.
+        if !self.covers(key) || !opts.recursive {
             return self.shared.inner.list(key, opts).await;
         }
         let plan = plan_list(key, opts)?;
-        if plan.read_revision.is_some() {
-            // The state exactly at a revision (and its compaction check) only the backend has.
+        if let Some(at) = plan.read_revision {
+            // A later page, or the state exactly at a revision: from memory while its history reaches back that
+            // far (upstream 1.34's snapshots) and the backend has not compacted it, else from the backend, which
+            // then answers 410 for a compacted revision.
+            let compacted = self.shared.inner.compact_revision().await?;
+            if at > compacted
+                && let Some(result) = self.list_at(&plan, opts, at)
+            {
+                return result;
+            }
             return self.shared.inner.list(key, opts).await;
         }
         // Memory must have caught up with the backend (a consistent list, reading our own writes) and with any
@@ -774,7 +874,7 @@ impl Storage for WatchCache {
         if !fresh {
             return self.shared.inner.list(key, opts).await;
         }
-        self.list_cached(key, opts)
+        self.list_cached(opts, &plan)
     }
 
     async fn guaranteed_update(
@@ -919,10 +1019,11 @@ mod tests {
         .unwrap()
     }
 
-    /// A backend whose revision reads are slow and counted.
+    /// A backend whose revision reads are slow and counted, and whose lists are counted.
     struct SlowRevisions {
         inner: MemoryStorage,
         reads: AtomicUsize,
+        lists: AtomicUsize,
     }
 
     #[async_trait]
@@ -934,6 +1035,7 @@ mod tests {
             self.inner.get(key, opts).await
         }
         async fn list(&self, key: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
+            self.lists.fetch_add(1, Ordering::SeqCst);
             self.inner.list(key, opts).await
         }
         async fn guaranteed_update(
@@ -997,6 +1099,7 @@ mod tests {
         let backend = Arc::new(SlowRevisions {
             inner: MemoryStorage::new(),
             reads: AtomicUsize::new(0),
+            lists: AtomicUsize::new(0),
         });
         let cache = Arc::new(cache(backend.clone()));
         cache
@@ -1108,6 +1211,101 @@ mod tests {
             .unwrap();
         assert_eq!(rest.items[0].key, "/r/b");
         assert_eq!(rest.revision, page.revision);
+    }
+
+    /// Later pages and exact-revision lists are served from memory as the objects were at the list's revision
+    /// (written, created and deleted since put back), as the backend itself answers them, until compaction.
+    #[tokio::test]
+    async fn later_pages_and_exact_lists_come_from_memory_as_they_were() {
+        let backend = Arc::new(SlowRevisions {
+            inner: MemoryStorage::new(),
+            reads: AtomicUsize::new(0),
+            lists: AtomicUsize::new(0),
+        });
+        let cache = WatchCache::new(backend.clone(), "/r", CacheConfig::default()).unwrap();
+        for key in ["a", "b", "c", "d", "e"] {
+            cache
+                .create(&format!("/r/{key}"), Bytes::from(format!("{key}1")))
+                .await
+                .unwrap();
+        }
+        let paged = |token: Option<String>, limit: u64| ListOptions {
+            recursive: true,
+            limit,
+            continue_token: token,
+            ..ListOptions::default()
+        };
+        let first = cache.list("/r", &paged(None, 2)).await.unwrap();
+        assert_eq!(first.items.len(), 2);
+        let at = first.revision;
+        // After the first page: an update, a deletion, a creation inside the rest and one after it.
+        let mut update = |_: Option<StoredObject>| async { Ok(Bytes::from_static(b"c2")) };
+        cache
+            .guaranteed_update("/r/c", false, None, &mut update, None)
+            .await
+            .unwrap();
+        cache
+            .delete("/r/d", None, &mut AllowDeletion, None)
+            .await
+            .unwrap();
+        cache.create("/r/cc", Bytes::from("cc1")).await.unwrap();
+        let last = cache.create("/r/f", Bytes::from("f1")).await.unwrap();
+        assert!(cache.wait_fresh(last.revision).await);
+
+        let lists = backend.lists.load(Ordering::SeqCst);
+        let page = cache
+            .list("/r", &paged(first.continue_token.clone(), 2))
+            .await
+            .unwrap();
+        let rest = cache
+            .list("/r", &paged(page.continue_token.clone(), 0))
+            .await
+            .unwrap();
+        let exact = cache
+            .list(
+                "/r",
+                &ListOptions {
+                    recursive: true,
+                    resource_version: Some(at),
+                    resource_version_match: Some(crate::storage::ResourceVersionMatch::Exact),
+                    ..ListOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            backend.lists.load(Ordering::SeqCst),
+            lists,
+            "served from memory"
+        );
+        let values = |list: &ListResult| {
+            list.items
+                .iter()
+                .map(|o| String::from_utf8_lossy(&o.value).into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(values(&page), ["c1", "d1"]);
+        assert_eq!((page.revision, page.remaining_item_count), (at, Some(1)));
+        assert_eq!(values(&rest), ["e1"]);
+        assert!(rest.continue_token.is_none());
+        assert_eq!(values(&exact), ["a1", "b1", "c1", "d1", "e1"]);
+        // What the backend answers to the same questions, byte for byte (revisions and tokens included).
+        for (ours, opts) in [
+            (&page, paged(first.continue_token.clone(), 2)),
+            (&rest, paged(page.continue_token.clone(), 0)),
+        ] {
+            let theirs = backend.inner.list("/r", &opts).await.unwrap();
+            assert_eq!(ours.items, theirs.items);
+            assert_eq!(ours.continue_token, theirs.continue_token);
+            assert_eq!(ours.remaining_item_count, theirs.remaining_item_count);
+        }
+        // Compacted past the first page's revision: the backend answers, 410.
+        cache.compact(last.revision).await.unwrap();
+        let err = cache
+            .list("/r", &paged(first.continue_token.clone(), 2))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), 410);
     }
 
     #[tokio::test]

@@ -12,6 +12,8 @@ pub struct Change {
     pub key: String,
     pub value: Option<Bytes>,
     pub prev: Option<Bytes>,
+    /// The revision that wrote `prev` (0 when unknown), so that the history can give the object as it was.
+    pub prev_revision: u64,
 }
 
 impl Change {

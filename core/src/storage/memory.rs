@@ -86,7 +86,10 @@ impl State {
         self.revision += 1;
         let revision = self.revision;
         let versions = self.keys.entry(key.to_string()).or_default();
-        let prev = versions.last().and_then(|v| v.value.clone());
+        let (prev, prev_revision) = versions
+            .last()
+            .and_then(|v| Some((Some(v.value.clone()?), v.revision)))
+            .unwrap_or((None, 0));
         versions.push(Version {
             revision,
             value: value.clone(),
@@ -96,6 +99,7 @@ impl State {
             key: key.to_string(),
             value,
             prev,
+            prev_revision,
         });
         self.log.push_back(entry.clone());
         self.watchers.retain(|w| {
