@@ -20,6 +20,7 @@ mod cost;
 pub mod escaping;
 mod estimate;
 mod library;
+mod mutation;
 mod program;
 
 pub use cel::Value;

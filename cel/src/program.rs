@@ -211,19 +211,38 @@ impl Program {
         if nesting_bound(source) > MAX_SOURCE_NESTING {
             return Err(CompileError::TooDeep);
         }
-        with_stack(|| Program::parse(source))
+        with_stack(|| Program::parse(source, false))
     }
 
-    fn parse(source: &str) -> Result<Program, CompileError> {
-        let parsed = env()
+    /// Compiles a MutatingAdmissionPolicy expression: as [`Program::compile`], and its object literals
+    /// (`Object{...}`, `Object.spec{...}`, `JSONPatch{...}`) evaluate to maps of their fields.
+    pub fn compile_mutation(source: &str) -> Result<Program, CompileError> {
+        let size = source.chars().count();
+        if size > MAX_EXPRESSION_CODE_POINTS {
+            return Err(CompileError::TooLong {
+                size,
+                limit: MAX_EXPRESSION_CODE_POINTS,
+            });
+        }
+        if nesting_bound(source) > MAX_SOURCE_NESTING {
+            return Err(CompileError::TooDeep);
+        }
+        with_stack(|| Program::parse(source, true))
+    }
+
+    fn parse(source: &str, object_literals: bool) -> Result<Program, CompileError> {
+        let mut parsed = env()
             .parser()
             .parse(source)
             .map_err(|e| CompileError::Syntax(e.to_string()))?;
         if depth_exceeds(&parsed, MAX_EXPRESSION_DEPTH) {
             return Err(CompileError::TooDeep);
         }
-        let mut instrumented = parsed.clone();
         let mut next_id = cost::max_id(&parsed);
+        if object_literals {
+            crate::mutation::rewrite(&mut parsed, None, &mut next_id)?;
+        }
+        let mut instrumented = parsed.clone();
         cost::instrument(&mut instrumented, &mut next_id);
         Ok(Program {
             source: source.to_owned(),

@@ -64,6 +64,12 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     cidr::register(env)?;
     semver::register(env)?;
     format::register(env)?;
+    env.add_overload(
+        "jsonpatch.escapeKey",
+        "string_jsonpatch_escape_key",
+        vec![cel::common::types::STRING_TYPE],
+        values_fn!(escape_key),
+    )?;
     Ok(())
 }
 
@@ -161,4 +167,10 @@ pub(crate) fn string_list<I: IntoIterator<Item = String>>(items: I) -> Value {
 /// A string value.
 pub(crate) fn string(s: impl Into<String>) -> Value {
     Value::String(Arc::new(s.into()))
+}
+
+/// `jsonpatch.escapeKey(k)`, for MutatingAdmissionPolicy's JSON patches.
+fn escape_key(args: &[Value]) -> Result<Value, ExecutionError> {
+    let key = string_arg("jsonpatch.escapeKey", args, 0)?;
+    Ok(string(crate::mutation::escape_key(key)))
 }

@@ -19,21 +19,35 @@ const MAX_PROGRAMS: usize = 4096;
 impl Programs {
     /// The program for `expression`; the error is upstream's `compilation failed: ...`.
     pub fn get(&self, expression: &str) -> Result<Arc<Program>, String> {
-        if let Some(found) = self
-            .compiled
-            .lock()
-            .ok()
-            .and_then(|c| c.get(expression).cloned())
-        {
+        self.get_or_compile(expression, false)
+    }
+
+    /// The program for a MutatingAdmissionPolicy's `expression`, where object literals make maps
+    /// ([`Program::compile_mutation`]).
+    pub fn get_mutation(&self, expression: &str) -> Result<Arc<Program>, String> {
+        self.get_or_compile(expression, true)
+    }
+
+    fn get_or_compile(&self, expression: &str, mutation: bool) -> Result<Arc<Program>, String> {
+        let key = if mutation {
+            format!("\0{expression}")
+        } else {
+            expression.to_string()
+        };
+        if let Some(found) = self.compiled.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return Ok(found);
         }
-        let program =
-            Arc::new(Program::compile(expression).map_err(|e| format!("compilation failed: {e}"))?);
+        let compiled = if mutation {
+            Program::compile_mutation(expression)
+        } else {
+            Program::compile(expression)
+        };
+        let program = Arc::new(compiled.map_err(|e| format!("compilation failed: {e}"))?);
         if let Ok(mut compiled) = self.compiled.lock() {
             if compiled.len() >= MAX_PROGRAMS {
                 compiled.clear();
             }
-            compiled.insert(expression.to_string(), program.clone());
+            compiled.insert(key, program.clone());
         }
         Ok(program)
     }

@@ -9,6 +9,7 @@
 mod chain;
 mod expressions;
 mod matching;
+mod mutating_policy;
 mod namespace_lifecycle;
 mod plugins;
 mod policy;
@@ -17,6 +18,10 @@ mod webhook;
 mod wire;
 
 pub use chain::{AnyObject, Attributes, Chain, Operation, Plugin, ValidatingCheck};
+pub use mutating_policy::{
+    MUTATING_ADMISSION_POLICY, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
+    MutatingPolicies,
+};
 pub use namespace_lifecycle::{NAMESPACE_LIFECYCLE, NamespaceLifecycle};
 pub use plugins::{AdmissionOptions, Initializer, Lister, Listers, PluginError, Plugins};
 pub use policy::{VALIDATING_ADMISSION_POLICY, ValidatingPolicies};

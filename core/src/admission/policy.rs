@@ -49,8 +49,14 @@ const MAX_VALIDATION_FAILURES: usize = 50;
 pub struct ValidatingPolicies {
     policies: Store<ValidatingAdmissionPolicy>,
     bindings: Store<ValidatingAdmissionPolicyBinding>,
-    cluster: CoreCluster,
-    programs: Programs,
+    shared: PolicyCluster,
+}
+
+/// What validating and mutating admission policies share: the core cluster (namespaces, parameters), compiled
+/// expressions, and the matching and parameter rules.
+pub(super) struct PolicyCluster {
+    pub cluster: CoreCluster,
+    pub programs: Programs,
     /// Parameter kinds resolved through the core cluster's discovery.
     param_resources: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
 }
@@ -74,23 +80,32 @@ impl ValidatingPolicies {
         Ok(Arc::new(ValidatingPolicies {
             policies: cluster.informer(VALIDATING_ADMISSION_POLICY),
             bindings: cluster.informer("ValidatingAdmissionPolicyBinding"),
+            shared: PolicyCluster::new(cluster),
+        }))
+    }
+}
+
+impl PolicyCluster {
+    pub fn new(cluster: CoreCluster) -> PolicyCluster {
+        PolicyCluster {
             cluster,
             programs: Programs::default(),
             param_resources: Mutex::new(HashMap::new()),
-        }))
+        }
     }
 
-    async fn ready(&self, attributes: &Attributes) -> Result<(), ApiError> {
-        let synced = |s: &Self| {
-            s.policies.wait_until_ready().now_or_never().is_some()
-                && s.bindings.wait_until_ready().now_or_never().is_some()
-                && s.cluster.namespaces_synced()
-        };
-        if synced(self) {
+    /// Waits (at most upstream's 10 s) until `loaded` says the policies and bindings are, and the namespaces.
+    pub async fn ready(
+        &self,
+        loaded: impl Fn() -> bool,
+        attributes: &Attributes,
+    ) -> Result<(), ApiError> {
+        let synced = || loaded() && self.cluster.namespaces_synced();
+        if synced() {
             return Ok(());
         }
         let wait = async {
-            while !synced(self) {
+            while !synced() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         };
@@ -101,7 +116,7 @@ impl ValidatingPolicies {
 
     /// The version `resources` matches the request in, or `None`; `rules_optional`: a binding's match
     /// resources without rules do not constrain (a policy's always do).
-    async fn matches(
+    pub async fn matches(
         &self,
         resources: &MatchResources,
         rules_optional: bool,
@@ -179,7 +194,7 @@ impl ValidatingPolicies {
 
     /// The parameter objects a binding selects (upstream's `CollectParams`): `[None]` when the policy takes no
     /// parameters; an error is a configuration error.
-    async fn params(
+    pub async fn params(
         &self,
         kind: Option<&ParamKind>,
         reference: Option<&ParamRef>,
@@ -241,13 +256,23 @@ impl ValidatingPolicies {
     }
 
     /// Evaluates `expression` over `variables`; a non-bool result is an error for validations and conditions.
-    fn evaluate(
+    pub fn evaluate(
         &self,
         expression: &str,
         activation: &Activation,
         budget: &mut u64,
     ) -> Result<Cel, String> {
         let program = self.programs.get(expression)?;
+        Self::run(&program, expression, activation, budget)
+    }
+
+    /// Runs a compiled `program` (of `expression`) within what is left of `budget`.
+    pub fn run(
+        program: &apiserver_cel::Program,
+        expression: &str,
+        activation: &Activation,
+        budget: &mut u64,
+    ) -> Result<Cel, String> {
         let evaluation = program.evaluate_with_limit(activation, *budget);
         *budget = budget.saturating_sub(evaluation.cost);
         evaluation
@@ -257,7 +282,10 @@ impl ValidatingPolicies {
 }
 
 /// The variables every expression sees; `variables` holds the policy's variables evaluated so far.
-fn activation(base: &[(&str, &Value)], variables: &serde_json::Map<String, Value>) -> Activation {
+pub(super) fn activation(
+    base: &[(&str, &Value)],
+    variables: &serde_json::Map<String, Value>,
+) -> Activation {
     let mut activation = Activation::new();
     for (name, value) in base {
         activation = activation.bind_json(name, value);
@@ -271,28 +299,36 @@ fn activation(base: &[(&str, &Value)], variables: &serde_json::Map<String, Value
 /// Whether any expression of the policy names `variable` (a variable no expression names is not converted to
 /// CEL at all: the request and namespace objects are large and most policies read only `object`).
 fn names_variable(spec: &ValidatingAdmissionPolicySpec, variable: &str) -> bool {
-    let mentions = |e: &str| e.contains(variable);
-    spec.match_conditions
+    let expressions = spec
+        .match_conditions
         .iter()
         .flatten()
-        .any(|c| mentions(&c.expression))
-        || spec
-            .variables
-            .iter()
-            .flatten()
-            .any(|v| mentions(&v.expression))
-        || spec.validations.iter().flatten().any(|v| {
-            mentions(&v.expression) || v.message_expression.as_deref().is_some_and(mentions)
-        })
-        || spec
-            .audit_annotations
-            .iter()
-            .flatten()
-            .any(|a| mentions(&a.value_expression))
+        .map(|c| c.expression.as_str())
+        .chain(
+            spec.variables
+                .iter()
+                .flatten()
+                .map(|v| v.expression.as_str()),
+        )
+        .chain(spec.validations.iter().flatten().flat_map(|v| {
+            std::iter::once(v.expression.as_str()).chain(v.message_expression.as_deref())
+        }))
+        .chain(
+            spec.audit_annotations
+                .iter()
+                .flatten()
+                .map(|a| a.value_expression.as_str()),
+        );
+    mentions(expressions, variable)
+}
+
+/// Whether any of `expressions` names `variable`.
+pub(super) fn mentions<'a>(mut expressions: impl Iterator<Item = &'a str>, variable: &str) -> bool {
+    expressions.any(|e| e.contains(variable))
 }
 
 /// Upstream's `reasonToCode`.
-fn reason_code(reason: &str) -> (u16, &'static str) {
+pub(super) fn reason_code(reason: &str) -> (u16, &'static str) {
     match reason {
         reason::FORBIDDEN => (403, reason::FORBIDDEN),
         reason::UNAUTHORIZED => (401, reason::UNAUTHORIZED),
@@ -310,7 +346,7 @@ fn cluster_error(error: kube::Error) -> String {
 }
 
 /// The Namespace as `namespaceObject` shows it (upstream's `CreateNamespaceObject`: no managed fields).
-fn namespace_object(namespace: &k8s_openapi::api::core::v1::Namespace) -> Value {
+pub(super) fn namespace_object(namespace: &k8s_openapi::api::core::v1::Namespace) -> Value {
     let mut value = serde_json::to_value(namespace).unwrap_or(Value::Null);
     if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
         metadata.remove("managedFields");
@@ -347,7 +383,7 @@ impl ValidatingPolicies {
         };
         let mut variables = serde_json::Map::new();
         for condition in spec.match_conditions.iter().flatten() {
-            match self.evaluate(
+            match self.shared.evaluate(
                 &condition.expression,
                 &activation(base, &variables),
                 &mut budget,
@@ -372,7 +408,7 @@ impl ValidatingPolicies {
         }
         for variable in spec.variables.iter().flatten() {
             // A variable that fails is left out: an expression using it fails in turn.
-            if let Ok(value) = self.evaluate(
+            if let Ok(value) = self.shared.evaluate(
                 &variable.expression,
                 &activation(base, &variables),
                 &mut budget,
@@ -383,11 +419,14 @@ impl ValidatingPolicies {
         }
         let activation = activation(base, &variables);
         for validation in spec.validations.iter().flatten() {
-            match self.evaluate(&validation.expression, &activation, &mut budget) {
+            match self
+                .shared
+                .evaluate(&validation.expression, &activation, &mut budget)
+            {
                 Ok(Cel::Bool(true)) => {}
                 Ok(Cel::Bool(false)) => {
                     let from_expression = validation.message_expression.as_deref().and_then(|e| {
-                        match self.evaluate(e, &activation, &mut budget) {
+                        match self.shared.evaluate(e, &activation, &mut budget) {
                             Ok(Cel::String(s)) => {
                                 let s = s.trim().to_string();
                                 (!s.is_empty() && !s.contains('\n') && s.len() <= 5 * 1024)
@@ -423,7 +462,10 @@ impl ValidatingPolicies {
             }
         }
         for annotation in spec.audit_annotations.iter().flatten() {
-            match self.evaluate(&annotation.value_expression, &activation, &mut budget) {
+            match self
+                .shared
+                .evaluate(&annotation.value_expression, &activation, &mut budget)
+            {
                 Ok(Cel::String(value)) => outcome
                     .annotations
                     .push((format!("{name}/{}", annotation.key), value.to_string())),
@@ -450,7 +492,11 @@ impl Plugin for ValidatingPolicies {
         object: Option<&AnyObject>,
         old: Option<&AnyObject>,
     ) -> Result<(), ApiError> {
-        self.ready(attributes).await?;
+        let loaded = || {
+            self.policies.wait_until_ready().now_or_never().is_some()
+                && self.bindings.wait_until_ready().now_or_never().is_some()
+        };
+        self.shared.ready(loaded, attributes).await?;
         let mut bindings = self.bindings.state();
         if bindings.is_empty() {
             return Ok(());
@@ -488,6 +534,7 @@ impl Plugin for ValidatingPolicies {
                 .as_ref()
                 .unwrap_or(&no_constraints);
             let Some(version) = self
+                .shared
                 .matches(constraints, false, attributes, &served, labels)
                 .await?
             else {
@@ -495,6 +542,7 @@ impl Plugin for ValidatingPolicies {
             };
             if let Some(resources) = &spec.match_resources
                 && self
+                    .shared
                     .matches(resources, true, attributes, &served, labels)
                     .await?
                     .is_none()
@@ -505,6 +553,7 @@ impl Plugin for ValidatingPolicies {
             let policy_name = policy.metadata.name.clone().unwrap_or_default();
             let fail_open = policy_spec.failure_policy.as_deref() == Some("Ignore");
             let params = match self
+                .shared
                 .params(
                     policy_spec.param_kind.as_ref(),
                     spec.param_ref.as_ref(),
@@ -552,7 +601,7 @@ impl Plugin for ValidatingPolicies {
                     Value::Null
                 } else {
                     namespace_object(
-                        &*matching::namespace(&self.cluster, &attributes.namespace).await?,
+                        &*matching::namespace(&self.shared.cluster, &attributes.namespace).await?,
                     )
                 });
             }

@@ -21,6 +21,9 @@ pub trait WireCodec: Send + Sync + std::fmt::Debug {
     /// `object` as `version` writes it, `apiVersion` and `kind` included.
     fn encode(&self, object: &AnyObject, version: &str) -> Result<serde_json::Value, ApiError>;
 
+    /// The OpenAPI schema of `version` (what apply configurations merge under).
+    fn schema(&self, version: &str) -> Option<&serde_json::Value>;
+
     /// Replaces `object` with the hub form of `value`, a whole object of `version` (defaults applied, unknown
     /// fields dropped, as a decoder into a typed object does).
     fn decode_into(
@@ -42,6 +45,10 @@ impl<H: Resource> WireCodec for ResourceCodec<H> {
 
     fn metadata<'a>(&self, object: &'a AnyObject) -> Option<&'a ObjectMeta> {
         object.downcast_ref::<H>().map(Resource::metadata)
+    }
+
+    fn schema(&self, version: &str) -> Option<&serde_json::Value> {
+        self.patch_schema(version)
     }
 
     fn encode(&self, object: &AnyObject, version: &str) -> Result<serde_json::Value, ApiError> {

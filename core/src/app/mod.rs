@@ -49,10 +49,10 @@ pub use backend::{Memory, OpenContext, StorageBackend, open_error};
 pub use options::{Mode, RecommendedOptions, StorageMediaType, StorageOptions};
 
 use crate::admission::{
-    AdmissionOptions, Initializer, MUTATING_ADMISSION_WEBHOOK, MutatingWebhooks,
-    NAMESPACE_LIFECYCLE, NamespaceLifecycle, Plugin, PluginError, Plugins,
-    VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_WEBHOOK, ValidatingPolicies,
-    ValidatingWebhooks,
+    AdmissionOptions, Initializer, MUTATING_ADMISSION_POLICY, MUTATING_ADMISSION_WEBHOOK,
+    MutatingPolicies, MutatingWebhooks, NAMESPACE_LIFECYCLE, NamespaceLifecycle, Plugin,
+    PluginError, Plugins, VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_WEBHOOK,
+    ValidatingPolicies, ValidatingWebhooks,
 };
 use crate::auth::{
     ALL_AUTHENTICATED_GROUP, BearerTokens, DEFAULT_ALWAYS_ALLOW_PATHS, SYSTEM_PRIVILEGED_GROUP,
@@ -192,11 +192,16 @@ impl App {
             };
         let mode = self.options.mode();
         let format = storage.media_type.media_type();
-        // Upstream's recommended order: NamespaceLifecycle, the webhooks and policies (on when there is a core
-        // cluster), then the server's own plugins.
+        // Upstream's recommended order: NamespaceLifecycle, the policies and webhooks (mutating, then validating;
+        // on when there is a core cluster), then the server's own plugins.
         let delegated = core_cluster.is_some();
         let plugins = Plugins::new()
             .register(NAMESPACE_LIFECYCLE, delegated, NamespaceLifecycle::build)
+            .register(
+                MUTATING_ADMISSION_POLICY,
+                delegated,
+                MutatingPolicies::build,
+            )
             .register(
                 MUTATING_ADMISSION_WEBHOOK,
                 delegated,

@@ -20,6 +20,7 @@ use serde_json::Value;
 pub use path::{Path, PathElement};
 pub use schema::TypeRef;
 pub use set::Set;
+pub use typed::merge;
 pub use updater::{ManagedFields, Manager, UpdateError, Versions};
 
 use crate::meta::{FieldsV1, ManagedFieldsEntry, Time};

@@ -28,7 +28,19 @@ fn fail<T>(message: impl Into<String>) -> Result<T, PatchError> {
 #[derive(Debug)]
 pub(crate) struct JsonPatch(Vec<Map<String, Value>>);
 
+impl PatchError {
+    /// Whether a `test` operation failed (MutatingAdmissionPolicy then leaves the object as it was).
+    pub fn failed_test(&self) -> bool {
+        self.0.ends_with(": test failed")
+    }
+}
+
 impl JsonPatch {
+    /// A patch of operations already decoded.
+    pub fn from_operations(operations: Vec<Map<String, Value>>) -> Self {
+        JsonPatch(operations)
+    }
+
     /// Decodes a patch document: a JSON array of objects (`null` is an empty patch, as Go decodes it).
     pub fn decode(body: &[u8]) -> Result<Self, String> {
         let body = crate::codec::json::replace_invalid_unicode(body);

@@ -331,6 +331,7 @@ async fn behind_kube_apiserver() {
     namespace_lifecycle(&admin).await;
     webhooks::admission_webhooks(&cluster, &admin, &direct).await;
     webhooks::admission_policies(&cluster, &admin).await;
+    webhooks::mutating_policies(&admin).await;
     deployment_folder_applies(&admin);
     authorization_fails_closed(&cluster, &server_kubeconfig, &cert, &key, &serving_ca).await;
 

@@ -633,3 +633,161 @@ pub async fn admission_policies(cluster: &Cluster, admin: &Path) {
             .unwrap();
     }
 }
+
+/// Applies a manifest (JSON) with kubectl as the cluster admin.
+fn apply(admin: &Path, manifest: Value) {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), manifest.to_string()).unwrap();
+    kubectl_ok(admin, &["apply", "-f", file.path().to_str().unwrap()]);
+}
+
+/// MutatingAdmissionPolicies (admissionregistration.k8s.io/v1, GA in 1.36) with bindings in the real
+/// kube-apiserver mutate pizzas: a JSON patch adds a label, an apply configuration merges an annotation into
+/// those already there; a policy whose expression fails refuses under `failurePolicy: Fail`, with upstream's text.
+pub async fn mutating_policies(admin: &Path) {
+    kubectl_ok(admin, &["create", "namespace", "mutations-on"]);
+    kubectl_ok(
+        admin,
+        &["label", "namespace", "mutations-on", "mutations=on"],
+    );
+    let rules = json!({"resourceRules": [webhook_rule(&["v1beta1"])]});
+    let policy = |name: &str, spec: Value| {
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+               "metadata": {"name": name}, "spec": spec})
+    };
+    let binding = |name: &str, policy: &str, resources: Value| {
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+               "metadata": {"name": name}, "spec": {"policyName": policy, "matchResources": resources}})
+    };
+    let on = json!({"namespaceSelector": {"matchLabels": {"mutations": "on"}}});
+    apply(
+        admin,
+        policy(
+            "baked-by",
+            json!({
+                "matchConstraints": rules,
+                "failurePolicy": "Fail",
+                "reinvocationPolicy": "Never",
+                "mutations": [{
+                    "patchType": "JSONPatch",
+                    "jsonPatch": {"expression": "has(object.metadata.labels) ? [JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('example.com/baked-by'), value: 'policy'}] : [JSONPatch{op: 'add', path: '/metadata/labels', value: {'example.com/baked-by': 'policy'}}]"},
+                }],
+            }),
+        ),
+    );
+    apply(admin, binding("baked-by-binding", "baked-by", on.clone()));
+    apply(
+        admin,
+        policy(
+            "extra-cheese",
+            json!({
+                "matchConstraints": rules,
+                "failurePolicy": "Fail",
+                "reinvocationPolicy": "Never",
+                "variables": [{"name": "count", "expression": "size(object.spec.toppings)"}],
+                "mutations": [{
+                    "patchType": "ApplyConfiguration",
+                    "applyConfiguration": {"expression": "Object{metadata: Object.metadata{annotations: {'example.com/cheese': 'extra', 'example.com/toppings': string(variables.count)}}}"},
+                }],
+            }),
+        ),
+    );
+    apply(
+        admin,
+        binding("extra-cheese-binding", "extra-cheese", on.clone()),
+    );
+    apply(
+        admin,
+        policy(
+            "broken",
+            json!({
+                "matchConstraints": rules,
+                "failurePolicy": "Fail",
+                "reinvocationPolicy": "Never",
+                "mutations": [{
+                    "patchType": "ApplyConfiguration",
+                    "applyConfiguration": {"expression": "Object{spec: Object.spec{toppings: object.spec.nosuch}}"},
+                }],
+            }),
+        ),
+    );
+    apply(
+        admin,
+        binding(
+            "broken-binding",
+            "broken",
+            json!({"objectSelector": {"matchLabels": {"break": "yes"}}}),
+        ),
+    );
+
+    // Until the server's informers have the policies: the created pizza carries both mutations.
+    let mut mutated = Value::Null;
+    for attempt in 0..100 {
+        let name = format!("mutated-{attempt}");
+        let mut p = pizza_with(&name, 2);
+        p["metadata"]["annotations"] = json!({"kept": "yes"});
+        let (ok, text) = create(admin, "mutations-on", &p);
+        assert!(ok, "{text}");
+        let out = kubectl(
+            admin,
+            &["get", "pizza", &name, "-n", "mutations-on", "-o", "json"],
+        );
+        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if got["metadata"]["labels"]["example.com/baked-by"] == "policy"
+            && got["metadata"]["annotations"]["example.com/cheese"] == "extra"
+        {
+            mutated = got;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        mutated["metadata"]["annotations"],
+        json!({"kept": "yes", "example.com/cheese": "extra", "example.com/toppings": "2"}),
+        "the apply configuration merges into the annotations there were: {mutated}"
+    );
+    assert_eq!(
+        mutated["spec"]["toppings"].as_array().map(Vec::len),
+        Some(2)
+    );
+    // Outside the bound namespaces nothing changes.
+    let (ok, text) = create(admin, "webhooks-off", &pizza_with("unmutated", 1));
+    assert!(ok, "{text}");
+    let out = kubectl(
+        admin,
+        &[
+            "get",
+            "pizza",
+            "unmutated",
+            "-n",
+            "webhooks-off",
+            "-o",
+            "json",
+        ],
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        got["metadata"]["annotations"]["example.com/cheese"].is_null(),
+        "{got}"
+    );
+    // A mutation that fails refuses the request.
+    let mut p = pizza_with("broken", 1);
+    p["metadata"]["labels"] = json!({"break": "yes"});
+    let (ok, text) = create(admin, "webhooks-off", &p);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("policy 'broken' with binding 'broken-binding' denied request: expression 'Object{spec: Object.spec{toppings: object.spec.nosuch}}' resulted in error: no such key: nosuch"),
+        "{text}"
+    );
+
+    for (kind, name) in [
+        ("mutatingadmissionpolicybindings", "baked-by-binding"),
+        ("mutatingadmissionpolicybindings", "extra-cheese-binding"),
+        ("mutatingadmissionpolicybindings", "broken-binding"),
+        ("mutatingadmissionpolicies", "baked-by"),
+        ("mutatingadmissionpolicies", "extra-cheese"),
+        ("mutatingadmissionpolicies", "broken"),
+    ] {
+        kubectl_ok(admin, &["delete", kind, name]);
+    }
+}

@@ -1,0 +1,475 @@
+//! `MutatingAdmissionPolicy` (upstream's plugin of that name, admissionregistration.k8s.io/v1 since 1.36): the
+//! mutating policies and bindings a cluster administrator made in the core cluster mutate this server's resources
+//! too, with CEL, before the mutating webhooks run.
+//!
+//! Matching, parameters, `matchConditions` and `variables` are those of
+//! [`ValidatingPolicies`](super::ValidatingPolicies). Each mutation of a matching policy is evaluated in order over
+//! the object as the previous ones left it, in the version the policy matched: a `JSONPatch` expression gives a list
+//! of `JSONPatch{op, path, from, value}` applied as RFC 6902 (a failed `test` leaves the object as it was), an
+//! `ApplyConfiguration` expression gives an `Object{...}` merged into the object as server-side apply merges (map
+//! lists by key, other lists and scalars replaced), without taking field ownership. The result is decoded back with
+//! the version's defaults. A failure follows the policy's `failurePolicy`, with upstream's text (`policy 'p' with
+//! binding 'b' denied request: ...`). Not yet: `reinvocationPolicy: IfNeeded` (policies run once), the
+//! `authorizer` variable, and upstream's refusal of apply configurations that set atomic lists or structs.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use apiserver_cel::Value as Cel;
+use async_trait::async_trait;
+use futures::FutureExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    MatchCondition, MatchResources, ParamKind, ParamRef, Variable,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::reflector::Store;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::policy::{PolicyCluster, activation, mentions, namespace_object};
+use super::webhook::review::{Invocation, request};
+use super::{AnyObject, Attributes, Initializer, Plugin, PluginError, WireCodec, matching};
+use crate::fieldmanager::{TypeRef, merge};
+use crate::meta::reason;
+use crate::registry::{ApiError, Cause};
+use crate::runtime::json_patch::JsonPatch;
+
+/// The plugin's name in `--enable-admission-plugins` / `--disable-admission-plugins`.
+pub const MUTATING_ADMISSION_POLICY: &str = "MutatingAdmissionPolicy";
+
+/// Upstream's runtime cost budget for one policy evaluation.
+const COST_BUDGET: u64 = 10_000_000;
+
+/// admissionregistration.k8s.io/v1 `MutatingAdmissionPolicy` (k8s-openapi has no v1 type of it yet).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct MutatingAdmissionPolicy {
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: MutatingAdmissionPolicySpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MutatingAdmissionPolicySpec {
+    pub param_kind: Option<ParamKind>,
+    pub match_constraints: Option<MatchResources>,
+    pub variables: Option<Vec<Variable>>,
+    pub mutations: Option<Vec<Mutation>>,
+    pub failure_policy: Option<String>,
+    pub match_conditions: Option<Vec<MatchCondition>>,
+    pub reinvocation_policy: Option<String>,
+}
+
+/// One mutation: `patchType` `ApplyConfiguration` or `JSONPatch`, with its expression.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Mutation {
+    pub patch_type: String,
+    pub apply_configuration: Option<Expression>,
+    pub json_patch: Option<Expression>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub struct Expression {
+    pub expression: String,
+}
+
+/// admissionregistration.k8s.io/v1 `MutatingAdmissionPolicyBinding`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct MutatingAdmissionPolicyBinding {
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: MutatingAdmissionPolicyBindingSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MutatingAdmissionPolicyBindingSpec {
+    pub policy_name: String,
+    pub param_ref: Option<ParamRef>,
+    pub match_resources: Option<MatchResources>,
+}
+
+macro_rules! cluster_resource {
+    ($type:ty, $kind:literal, $plural:literal) => {
+        impl kube::Resource for $type {
+            type DynamicType = ();
+            type Scope = kube::core::ClusterResourceScope;
+
+            fn kind(_: &()) -> Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> Cow<'_, str> {
+                "admissionregistration.k8s.io".into()
+            }
+            fn version(_: &()) -> Cow<'_, str> {
+                "v1".into()
+            }
+            fn plural(_: &()) -> Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+cluster_resource!(
+    MutatingAdmissionPolicy,
+    "MutatingAdmissionPolicy",
+    "mutatingadmissionpolicies"
+);
+cluster_resource!(
+    MutatingAdmissionPolicyBinding,
+    "MutatingAdmissionPolicyBinding",
+    "mutatingadmissionpolicybindings"
+);
+
+/// See the module documentation.
+pub struct MutatingPolicies {
+    policies: Store<MutatingAdmissionPolicy>,
+    bindings: Store<MutatingAdmissionPolicyBinding>,
+    shared: PolicyCluster,
+}
+
+impl MutatingPolicies {
+    /// Builds the plugin and starts watching policies and bindings in the core cluster.
+    pub fn build(initializer: &Initializer) -> Result<Arc<dyn Plugin>, PluginError> {
+        let cluster = initializer.core_cluster.clone().ok_or_else(|| {
+            PluginError(format!(
+                "{MUTATING_ADMISSION_POLICY}: needs the core cluster (--kubeconfig, or running in a pod)"
+            ))
+        })?;
+        Ok(Arc::new(MutatingPolicies {
+            policies: cluster.informer(MUTATING_ADMISSION_POLICY),
+            bindings: cluster.informer("MutatingAdmissionPolicyBinding"),
+            shared: PolicyCluster::new(cluster),
+        }))
+    }
+
+    /// Runs one policy's conditions, variables and mutations over `object` (in its matched version) for one
+    /// parameter; `Ok(false)` when a condition did not hold.
+    fn mutate(
+        &self,
+        spec: &MutatingAdmissionPolicySpec,
+        base: &[(&str, &Value)],
+        object: &mut Value,
+        schema: TypeRef<'_>,
+    ) -> Result<bool, String> {
+        let mut budget = COST_BUDGET;
+        let mut variables = serde_json::Map::new();
+        let with_object = |object: &Value| -> Vec<(&str, Value)> {
+            base.iter()
+                .map(|(name, value)| (*name, (*value).clone()))
+                .chain(std::iter::once(("object", object.clone())))
+                .collect()
+        };
+        let bound = |pairs: &[(&str, Value)], variables: &serde_json::Map<String, Value>| {
+            let refs: Vec<(&str, &Value)> = pairs.iter().map(|(n, v)| (*n, v)).collect();
+            activation(&refs, variables)
+        };
+        let current = with_object(object);
+        for condition in spec.match_conditions.iter().flatten() {
+            match self.shared.evaluate(
+                &condition.expression,
+                &bound(&current, &variables),
+                &mut budget,
+            )? {
+                Cel::Bool(true) => {}
+                Cel::Bool(false) => return Ok(false),
+                _ => {
+                    return Err(format!(
+                        "expression '{}' resulted in error: no matching overload",
+                        condition.expression
+                    ));
+                }
+            }
+        }
+        for variable in spec.variables.iter().flatten() {
+            // A variable that fails is left out: an expression using it fails in turn.
+            if let Ok(value) = self.shared.evaluate(
+                &variable.expression,
+                &bound(&current, &variables),
+                &mut budget,
+            ) && let Ok(json) = apiserver_cel::value_to_json(&value)
+            {
+                variables.insert(variable.name.clone(), json);
+            }
+        }
+        for mutation in spec.mutations.iter().flatten() {
+            let (expression, json_patch) = match mutation.patch_type.as_str() {
+                "JSONPatch" => (mutation.json_patch.as_ref(), true),
+                "ApplyConfiguration" => (mutation.apply_configuration.as_ref(), false),
+                other => return Err(format!("unsupported patch type: {other:?}")),
+            };
+            let expression = expression
+                .map(|e| e.expression.as_str())
+                .unwrap_or_default();
+            let program = self.shared.programs.get_mutation(expression)?;
+            let current = with_object(object);
+            let result = PolicyCluster::run(
+                &program,
+                expression,
+                &bound(&current, &variables),
+                &mut budget,
+            )?;
+            let result = apiserver_cel::value_to_json(&result).map_err(|e| e.to_string())?;
+            if json_patch {
+                apply_json_patch(object, result)?;
+            } else {
+                let Value::Object(_) = result else {
+                    return Err(format!(
+                        "unsupported return type from ApplyConfiguration expression: {result}"
+                    ));
+                };
+                *object = merge(Some(object), Some(&result), schema)
+                    .map_err(|e| format!("error applying patch: failed to merge patch: {e}"))?
+                    .unwrap_or(Value::Null);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Applies a `JSONPatch` expression's result: a list of operations; a failed `test` leaves `object` as it was.
+fn apply_json_patch(object: &mut Value, operations: Value) -> Result<(), String> {
+    let Value::Array(operations) = operations else {
+        return Err("type mismatch: JSONPatchType.expression should evaluate to array".to_string());
+    };
+    let operations = operations
+        .into_iter()
+        .map(|op| match op {
+            Value::Object(op) => Ok(op),
+            other => Err(format!(
+                "type mismatch: JSONPatchType.expression should evaluate to array of JSONPatch, got {other}"
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut patched = object.clone();
+    match JsonPatch::from_operations(operations).apply(&mut patched) {
+        Ok(()) => {
+            *object = patched;
+            Ok(())
+        }
+        Err(e) if e.failed_test() => Ok(()),
+        Err(e) => Err(format!("JSON Patch: {e}")),
+    }
+}
+
+/// Whether any expression of the policy names `variable` (see `ValidatingPolicies`).
+fn names_variable(spec: &MutatingAdmissionPolicySpec, variable: &str) -> bool {
+    let expressions = spec
+        .match_conditions
+        .iter()
+        .flatten()
+        .map(|c| c.expression.as_str())
+        .chain(
+            spec.variables
+                .iter()
+                .flatten()
+                .map(|v| v.expression.as_str()),
+        )
+        .chain(spec.mutations.iter().flatten().filter_map(|m| {
+            m.json_patch
+                .as_ref()
+                .or(m.apply_configuration.as_ref())
+                .map(|e| e.expression.as_str())
+        }));
+    mentions(expressions, variable)
+}
+
+#[async_trait]
+impl Plugin for MutatingPolicies {
+    fn handles(&self, operation: super::Operation) -> bool {
+        operation != super::Operation::Delete
+    }
+
+    async fn admit(
+        &self,
+        attributes: &Attributes,
+        object: &mut AnyObject,
+        old: Option<&AnyObject>,
+    ) -> Result<(), ApiError> {
+        let loaded = || {
+            self.policies.wait_until_ready().now_or_never().is_some()
+                && self.bindings.wait_until_ready().now_or_never().is_some()
+        };
+        self.shared.ready(loaded, attributes).await?;
+        let mut bindings = self.bindings.state();
+        if bindings.is_empty() {
+            return Ok(());
+        }
+        bindings.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let policies: HashMap<String, Arc<MutatingAdmissionPolicy>> = self
+            .policies
+            .state()
+            .into_iter()
+            .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
+            .collect();
+        let wire: Arc<dyn WireCodec> = attributes
+            .wire
+            .clone()
+            .ok_or_else(|| ApiError::internal("admission policies: the request has no codec"))?;
+        let served = wire.versions();
+        let old_labels = old.and_then(|o| wire.metadata(o)).map(|m| m.labels.clone());
+        let mut namespace: Option<Value> = None;
+        let mut refusals: Vec<String> = Vec::new();
+        let no_constraints = MatchResources::default();
+        for binding in &bindings {
+            let spec = &binding.spec;
+            let Some(policy) = policies.get(&spec.policy_name) else {
+                continue;
+            };
+            let policy_spec = &policy.spec;
+            let labels = wire.metadata(object).map(|m| m.labels.clone());
+            let labels = [labels.as_ref(), old_labels.as_ref()];
+            let constraints = policy_spec
+                .match_constraints
+                .as_ref()
+                .unwrap_or(&no_constraints);
+            let Some(version) = self
+                .shared
+                .matches(constraints, false, attributes, &served, labels)
+                .await?
+            else {
+                continue;
+            };
+            if let Some(resources) = &spec.match_resources
+                && self
+                    .shared
+                    .matches(resources, true, attributes, &served, labels)
+                    .await?
+                    .is_none()
+            {
+                continue;
+            }
+            let binding_name = binding.metadata.name.clone().unwrap_or_default();
+            let policy_name = policy.metadata.name.clone().unwrap_or_default();
+            let fail_open = policy_spec.failure_policy.as_deref() == Some("Ignore");
+            let mut refuse = |message: String| {
+                if fail_open {
+                    tracing::debug!(policy = %policy_name, "mutating policy error ignored: {message}");
+                } else {
+                    refusals.push(format!(
+                        "policy '{policy_name}' with binding '{binding_name}' denied request: {message}"
+                    ));
+                }
+            };
+            let params = match self
+                .shared
+                .params(
+                    policy_spec.param_kind.as_ref(),
+                    spec.param_ref.as_ref(),
+                    &attributes.namespace,
+                )
+                .await
+            {
+                Ok(params) => params,
+                Err(e) => {
+                    refuse(format!("failed to configure binding: {e}"));
+                    continue;
+                }
+            };
+            let uses = |variable: &str| names_variable(policy_spec, variable);
+            let mut value = wire.encode(object, &version)?;
+            let previous = old
+                .map(|o| wire.encode(o, &version))
+                .transpose()?
+                .unwrap_or(Value::Null);
+            if namespace.is_none() && uses("namespaceObject") {
+                namespace = Some(if attributes.namespace.is_empty() {
+                    Value::Null
+                } else {
+                    namespace_object(
+                        &*matching::namespace(&self.shared.cluster, &attributes.namespace).await?,
+                    )
+                });
+            }
+            let namespace_value = namespace.clone().unwrap_or(Value::Null);
+            let before = value.clone();
+            for param in &params {
+                let param = param.clone().unwrap_or(Value::Null);
+                let admission_request = if uses("request") {
+                    let invocation = Invocation {
+                        attributes,
+                        version: &version,
+                        object: Some(&value),
+                        old_object: Some(&previous).filter(|v| !v.is_null()),
+                    };
+                    request(&invocation, "", "v1")["request"].take()
+                } else {
+                    Value::Null
+                };
+                let base: Vec<(&str, &Value)> = [
+                    ("oldObject", &previous),
+                    ("request", &admission_request),
+                    ("params", &param),
+                    ("namespaceObject", &namespace_value),
+                ]
+                .into_iter()
+                .filter(|(name, _)| uses(name))
+                .collect();
+                let schema = TypeRef(wire.schema(&version));
+                if let Err(message) = self.mutate(policy_spec, &base, &mut value, schema) {
+                    refuse(message);
+                }
+            }
+            if value != before {
+                wire.decode_into(&value, &version, object)?;
+            }
+        }
+        let Some(first) = refusals.first().cloned() else {
+            return Ok(());
+        };
+        // Upstream: a Forbidden error whose reason is Invalid, every refusal a cause.
+        let mut error = attributes.forbidden(&first);
+        error.message = first;
+        error.reason = reason::INVALID;
+        if let Some(details) = error.details.as_mut() {
+            details
+                .causes
+                .extend(refusals.into_iter().map(|message| Cause {
+                    message,
+                    ..Cause::default()
+                }));
+        }
+        Err(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_patches_apply_in_order_and_a_failed_test_changes_nothing() {
+        let mut object = json!({"metadata": {"labels": {"a": "1"}}});
+        apply_json_patch(
+            &mut object,
+            json!([{"op": "add", "path": "/metadata/labels/b", "value": "2"},
+                   {"op": "remove", "path": "/metadata/labels/a"}]),
+        )
+        .unwrap();
+        assert_eq!(object, json!({"metadata": {"labels": {"b": "2"}}}));
+        apply_json_patch(
+            &mut object,
+            json!([{"op": "add", "path": "/metadata/labels/c", "value": "3"},
+                   {"op": "test", "path": "/metadata/labels/b", "value": "9"}]),
+        )
+        .unwrap();
+        assert_eq!(object, json!({"metadata": {"labels": {"b": "2"}}}));
+        let err = apply_json_patch(
+            &mut object,
+            json!([{"op": "remove", "path": "/spec/nothing"}]),
+        )
+        .unwrap_err();
+        assert!(err.starts_with("JSON Patch: "), "{err}");
+        assert!(apply_json_patch(&mut object, json!({"op": "add"})).is_err());
+    }
+}
