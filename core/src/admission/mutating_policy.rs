@@ -9,8 +9,8 @@
 //! `ApplyConfiguration` expression gives an `Object{...}` merged into the object as server-side apply merges (map
 //! lists by key, other lists and scalars replaced), without taking field ownership. The result is decoded back with
 //! the version's defaults. A failure follows the policy's `failurePolicy`, with upstream's text (`policy 'p' with
-//! binding 'b' denied request: ...`). Not yet: `reinvocationPolicy: IfNeeded` (policies run once), the
-//! `authorizer` variable, and upstream's refusal of apply configurations that set atomic lists or structs.
+//! binding 'b' denied request: ...`); an apply configuration may not set atomic lists, maps or structs. Not yet:
+//! `reinvocationPolicy: IfNeeded` (policies run once) and the `authorizer` variable.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -30,7 +30,7 @@ use serde_json::Value;
 use super::policy::{PolicyCluster, activation, mentions, namespace_object};
 use super::webhook::review::{Invocation, request};
 use super::{AnyObject, Attributes, Initializer, Plugin, PluginError, WireCodec, matching};
-use crate::fieldmanager::{TypeRef, merge};
+use crate::fieldmanager::{Atom, ListKind, TypeRef, merge};
 use crate::meta::reason;
 use crate::registry::{ApiError, Cause};
 use crate::runtime::json_patch::JsonPatch;
@@ -227,6 +227,13 @@ impl MutatingPolicies {
                         "unsupported return type from ApplyConfiguration expression: {result}"
                     ));
                 };
+                let atomics = atomics(&result, schema, String::new());
+                if !atomics.is_empty() {
+                    return Err(format!(
+                        "error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: {}",
+                        atomics.join(", ")
+                    ));
+                }
                 *object = merge(Some(object), Some(&result), schema)
                     .map_err(|e| format!("error applying patch: failed to merge patch: {e}"))?
                     .unwrap_or(Value::Null);
@@ -234,6 +241,34 @@ impl MutatingPolicies {
         }
         Ok(true)
     }
+}
+
+/// The paths where an apply configuration sets an atomic list, map or struct (upstream's `findAtomics`): setting
+/// one would drop whatever the configuration does not repeat, which a policy author rarely means.
+fn atomics(value: &Value, ty: TypeRef<'_>, path: String) -> Vec<String> {
+    let mut found = Vec::new();
+    match (value, ty.atom(Some(value))) {
+        (Value::Object(map), Atom::Map { fields, atomic, .. }) => {
+            if atomic {
+                found.push(path.clone());
+            }
+            for (key, item) in map {
+                if let (field, true) = TypeRef::field(fields, TypeRef::DEDUCED, key) {
+                    found.extend(atomics(item, field, format!("{path}.{key}")));
+                }
+            }
+        }
+        (Value::Array(list), Atom::List { items, kind }) => {
+            if kind == ListKind::Atomic {
+                found.push(path.clone());
+            }
+            for (index, item) in list.iter().enumerate() {
+                found.extend(atomics(item, items, format!("{path}[{index}]")));
+            }
+        }
+        _ => {}
+    }
+    found
 }
 
 /// Applies a `JSONPatch` expression's result: a list of operations; a failed `test` leaves `object` as it was.
@@ -471,5 +506,31 @@ mod tests {
         .unwrap_err();
         assert!(err.starts_with("JSON Patch: "), "{err}");
         assert!(apply_json_patch(&mut object, json!({"op": "add"})).is_err());
+    }
+
+    #[test]
+    fn apply_configurations_may_not_set_atomic_parts() {
+        let schema = json!({"type": "object", "properties": {
+            "metadata": {"type": "object", "properties": {
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "finalizers": {"type": "array", "items": {"type": "string"}},
+            }},
+            "spec": {"type": "object", "properties": {
+                "toppings": {"type": "array", "x-kubernetes-list-type": "map",
+                             "x-kubernetes-list-map-keys": ["name"],
+                             "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+                "oven": {"type": "object", "x-kubernetes-map-type": "atomic",
+                         "properties": {"size": {"type": "integer"}}},
+            }},
+        }});
+        let ty = TypeRef(Some(&schema));
+        let granular =
+            json!({"metadata": {"labels": {"a": "b"}}, "spec": {"toppings": [{"name": "x"}]}});
+        assert!(atomics(&granular, ty, String::new()).is_empty());
+        let atomic = json!({"metadata": {"finalizers": ["f"]}, "spec": {"oven": {"size": 1}}});
+        assert_eq!(
+            atomics(&atomic, ty, String::new()),
+            [".metadata.finalizers", ".spec.oven"]
+        );
     }
 }

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 pub use path::{Path, PathElement};
-pub use schema::TypeRef;
+pub use schema::{Atom, ListKind, TypeRef};
 pub use set::Set;
 pub use typed::merge;
 pub use updater::{ManagedFields, Manager, UpdateError, Versions};
