@@ -325,6 +325,7 @@ async fn measure(
     phase!(load.get().await);
     phase!(load.list(None).await);
     phase!(load.list(Some("0")).await);
+    phase!(load.list_pages().await);
     phase!(load.conflicts().await);
     phase!(load.watch_latency(1, "w").await);
     phase!(load.watch_latency(config.sizes.watchers, "f").await);

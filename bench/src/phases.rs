@@ -211,6 +211,55 @@ impl Load {
         .await
     }
 
+    /// Walks the whole collection in pages of 500 (`limit` and `continue`, as kubectl and informers list): one
+    /// request of this phase is one walk, from the first page to the last.
+    pub async fn list_pages(self: &Arc<Self>) -> PhaseResult {
+        #[derive(serde::Deserialize)]
+        struct Page {
+            metadata: PageMeta,
+        }
+        #[derive(serde::Deserialize)]
+        struct PageMeta {
+            #[serde(default, rename = "continue")]
+            continue_: String,
+        }
+        let load = self.clone();
+        self.parallel(
+            "list (pages of 500)",
+            self.sizes.concurrency.min(4),
+            self.sizes.lists,
+            200,
+            move |_| {
+                let load = load.clone();
+                async move {
+                    let start = Instant::now();
+                    let mut token = String::new();
+                    loop {
+                        let request = load
+                            .client
+                            .get(load.url(TOPPINGS))
+                            .query(&[("limit", "500"), ("continue", token.as_str())]);
+                        let Ok(response) = request.send().await else {
+                            return (start.elapsed(), 0);
+                        };
+                        let status = response.status().as_u16();
+                        let body = response.bytes().await.unwrap_or_default();
+                        if status != 200 {
+                            return (start.elapsed(), status);
+                        }
+                        match serde_json::from_slice::<Page>(&body) {
+                            Ok(page) if page.metadata.continue_.is_empty() => break,
+                            Ok(page) => token = page.metadata.continue_,
+                            Err(_) => return (start.elapsed(), 0),
+                        }
+                    }
+                    (start.elapsed(), 200)
+                }
+            },
+        )
+        .await
+    }
+
     /// Several clients increment one counter with read-modify-write PUTs; 409s are retried. Every acknowledged
     /// increment must be in the final value: `lost_updates` must be 0.
     pub async fn conflicts(self: &Arc<Self>) -> PhaseResult {
