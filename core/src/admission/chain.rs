@@ -7,6 +7,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use tracing::Instrument;
 
+use super::reinvocation::Reinvocation;
 use crate::audit::AuditContext;
 use crate::auth::User;
 use crate::metrics::Metrics;
@@ -65,6 +66,8 @@ pub struct Attributes {
     pub wire: Option<Arc<dyn WireCodec>>,
     /// The request's `fieldManager` (empty when not given).
     pub field_manager: String,
+    /// The passes of the mutating chain (see [`Reinvocation`]).
+    pub reinvocation: Arc<Reinvocation>,
 }
 
 impl Attributes {
@@ -91,6 +94,7 @@ impl Attributes {
             warnings: None,
             wire: None,
             field_manager: String::new(),
+            reinvocation: Arc::default(),
         }
     }
 
@@ -227,8 +231,22 @@ impl Chain {
         self.plugins.iter().map(|(name, _)| name.as_str())
     }
 
-    /// Runs every mutating step on `object` (`old`: the stored object, on an update).
+    /// Runs every mutating step on `object` (`old`: the stored object, on an update); once more when a webhook or
+    /// a mutating policy changed the object (upstream's reinvoker: in-tree plugins see their changes).
     pub async fn admit(
+        &self,
+        attributes: &Attributes,
+        object: &mut AnyObject,
+        old: Option<&AnyObject>,
+    ) -> Result<(), ApiError> {
+        self.admit_pass(attributes, object, old).await?;
+        if attributes.reinvocation.start_reinvoke() {
+            self.admit_pass(attributes, object, old).await?;
+        }
+        Ok(())
+    }
+
+    async fn admit_pass(
         &self,
         attributes: &Attributes,
         object: &mut AnyObject,

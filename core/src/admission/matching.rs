@@ -207,6 +207,7 @@ mod tests {
             warnings: None,
             wire: None,
             field_manager: String::new(),
+            reinvocation: Default::default(),
         };
         a.subresource = subresource.into();
         a

@@ -13,6 +13,7 @@ mod mutating_policy;
 mod namespace_lifecycle;
 mod plugins;
 mod policy;
+mod reinvocation;
 mod typed;
 mod webhook;
 mod wire;
@@ -25,6 +26,7 @@ pub use mutating_policy::{
 pub use namespace_lifecycle::{NAMESPACE_LIFECYCLE, NamespaceLifecycle};
 pub use plugins::{AdmissionOptions, Initializer, Lister, Listers, PluginError, Plugins};
 pub use policy::{VALIDATING_ADMISSION_POLICY, ValidatingPolicies};
+pub use reinvocation::Reinvocation;
 pub use typed::{KindCheck, check};
 pub use webhook::{
     MUTATING_ADMISSION_WEBHOOK, MutatingWebhooks, VALIDATING_ADMISSION_WEBHOOK, ValidatingWebhooks,

@@ -9,8 +9,9 @@
 //! `ApplyConfiguration` expression gives an `Object{...}` merged into the object as server-side apply merges (map
 //! lists by key, other lists and scalars replaced), without taking field ownership. The result is decoded back with
 //! the version's defaults. A failure follows the policy's `failurePolicy`, with upstream's text (`policy 'p' with
-//! binding 'b' denied request: ...`); an apply configuration may not set atomic lists, maps or structs. Not yet:
-//! `reinvocationPolicy: IfNeeded` (policies run once) and the `authorizer` variable.
+//! binding 'b' denied request: ...`); an apply configuration may not set atomic lists, maps or structs. A change
+//! makes the mutating chain run once more ([`Reinvocation`](super::Reinvocation)), in which policies with
+//! `reinvocationPolicy: IfNeeded` that ran before a later change run again. Not yet: the `authorizer` variable.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -163,23 +164,12 @@ impl MutatingPolicies {
     ) -> Result<bool, String> {
         let mut budget = COST_BUDGET;
         let mut variables = serde_json::Map::new();
-        let with_object = |object: &Value| -> Vec<(&str, Value)> {
-            base.iter()
-                .map(|(name, value)| (*name, (*value).clone()))
-                .chain(std::iter::once(("object", object.clone())))
-                .collect()
-        };
-        let bound = |pairs: &[(&str, Value)], variables: &serde_json::Map<String, Value>| {
-            let refs: Vec<(&str, &Value)> = pairs.iter().map(|(n, v)| (*n, v)).collect();
-            activation(&refs, variables)
-        };
-        let current = with_object(object);
         for condition in spec.match_conditions.iter().flatten() {
-            match self.shared.evaluate(
-                &condition.expression,
-                &bound(&current, &variables),
-                &mut budget,
-            )? {
+            let activation = bind(base, object, &variables);
+            match self
+                .shared
+                .evaluate(&condition.expression, &activation, &mut budget)?
+            {
                 Cel::Bool(true) => {}
                 Cel::Bool(false) => return Ok(false),
                 _ => {
@@ -192,55 +182,81 @@ impl MutatingPolicies {
         }
         for variable in spec.variables.iter().flatten() {
             // A variable that fails is left out: an expression using it fails in turn.
-            if let Ok(value) = self.shared.evaluate(
-                &variable.expression,
-                &bound(&current, &variables),
-                &mut budget,
-            ) && let Ok(json) = apiserver_cel::value_to_json(&value)
+            let activation = bind(base, object, &variables);
+            if let Ok(value) = self
+                .shared
+                .evaluate(&variable.expression, &activation, &mut budget)
+                && let Ok(json) = apiserver_cel::value_to_json(&value)
             {
                 variables.insert(variable.name.clone(), json);
             }
         }
+        // A failing mutation is reported; the others still apply, as upstream's.
+        let mut first_error = None;
         for mutation in spec.mutations.iter().flatten() {
-            let (expression, json_patch) = match mutation.patch_type.as_str() {
-                "JSONPatch" => (mutation.json_patch.as_ref(), true),
-                "ApplyConfiguration" => (mutation.apply_configuration.as_ref(), false),
-                other => return Err(format!("unsupported patch type: {other:?}")),
-            };
-            let expression = expression
-                .map(|e| e.expression.as_str())
-                .unwrap_or_default();
-            let program = self.shared.programs.get_mutation(expression)?;
-            let current = with_object(object);
-            let result = PolicyCluster::run(
-                &program,
-                expression,
-                &bound(&current, &variables),
-                &mut budget,
-            )?;
-            let result = apiserver_cel::value_to_json(&result).map_err(|e| e.to_string())?;
-            if json_patch {
-                apply_json_patch(object, result)?;
-            } else {
-                let Value::Object(_) = result else {
-                    return Err(format!(
-                        "unsupported return type from ApplyConfiguration expression: {result}"
-                    ));
-                };
-                let atomics = atomics(&result, schema, String::new());
-                if !atomics.is_empty() {
-                    return Err(format!(
-                        "error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: {}",
-                        atomics.join(", ")
-                    ));
-                }
-                *object = merge(Some(object), Some(&result), schema)
-                    .map_err(|e| format!("error applying patch: failed to merge patch: {e}"))?
-                    .unwrap_or(Value::Null);
+            let activation = bind(base, object, &variables);
+            let applied = self.apply_mutation(mutation, &activation, object, schema, &mut budget);
+            if let Err(e) = applied {
+                first_error.get_or_insert(e);
             }
         }
-        Ok(true)
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(true),
+        }
     }
+
+    /// Evaluates one mutation (over `activation`, which binds `object` as it is now) and applies its patch.
+    fn apply_mutation(
+        &self,
+        mutation: &Mutation,
+        activation: &apiserver_cel::Activation,
+        object: &mut Value,
+        schema: TypeRef<'_>,
+        budget: &mut u64,
+    ) -> Result<(), String> {
+        let (expression, json_patch) = match mutation.patch_type.as_str() {
+            "JSONPatch" => (mutation.json_patch.as_ref(), true),
+            "ApplyConfiguration" => (mutation.apply_configuration.as_ref(), false),
+            other => return Err(format!("unsupported patch type: {other:?}")),
+        };
+        let expression = expression
+            .map(|e| e.expression.as_str())
+            .unwrap_or_default();
+        let program = self.shared.programs.get_mutation(expression)?;
+        let result = PolicyCluster::run(&program, expression, activation, budget)?;
+        let result = apiserver_cel::value_to_json(&result).map_err(|e| e.to_string())?;
+        if json_patch {
+            return apply_json_patch(object, result);
+        }
+        let Value::Object(_) = result else {
+            return Err(format!(
+                "unsupported return type from ApplyConfiguration expression: {result}"
+            ));
+        };
+        let atomics = atomics(&result, schema, String::new());
+        if !atomics.is_empty() {
+            return Err(format!(
+                "error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: {}",
+                atomics.join(", ")
+            ));
+        }
+        *object = merge(Some(object), Some(&result), schema)
+            .map_err(|e| format!("error applying patch: failed to merge patch: {e}"))?
+            .unwrap_or(Value::Null);
+        Ok(())
+    }
+}
+
+/// The variables a policy's expressions see: `base` (those they name), `object` as it is now, and `variables`.
+fn bind(
+    base: &[(&str, &Value)],
+    object: &Value,
+    variables: &serde_json::Map<String, Value>,
+) -> apiserver_cel::Activation {
+    let mut all = base.to_vec();
+    all.push(("object", object));
+    activation(&all, variables)
 }
 
 /// The paths where an apply configuration sets an atomic list, map or struct (upstream's `findAtomics`): setting
@@ -351,6 +367,24 @@ impl Plugin for MutatingPolicies {
             .clone()
             .ok_or_else(|| ApiError::internal("admission policies: the request has no codec"))?;
         let served = wire.versions();
+        let reinvocation = &attributes.reinvocation;
+        let is_reinvoke = reinvocation.is_reinvoke();
+        // The object as compared between the chain's passes: in the first served version.
+        let output = |object: &AnyObject| -> Result<Value, ApiError> {
+            served
+                .first()
+                .map(|v| wire.encode(object, v))
+                .transpose()
+                .map(Option::unwrap_or_default)
+        };
+        if is_reinvoke {
+            let now = output(object)?;
+            reinvocation.with(MUTATING_ADMISSION_POLICY, |r| {
+                if r.changed_since_last_output(&now) {
+                    r.require_reinvoking_previously_invoked();
+                }
+            });
+        }
         let old_labels = old.and_then(|o| wire.metadata(o)).map(|m| m.labels.clone());
         let mut namespace: Option<Value> = None;
         let mut refusals: Vec<String> = Vec::new();
@@ -426,9 +460,20 @@ impl Plugin for MutatingPolicies {
                 });
             }
             let namespace_value = namespace.clone().unwrap_or(Value::Null);
-            let before = value.clone();
+            let if_needed = policy_spec.reinvocation_policy.as_deref() == Some("IfNeeded");
             for param in &params {
                 let param = param.clone().unwrap_or(Value::Null);
+                let key = format!(
+                    "{policy_name}/{binding_name}/{}/{}",
+                    param["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    param["metadata"]["name"].as_str().unwrap_or_default()
+                );
+                if is_reinvoke
+                    && !reinvocation.with(MUTATING_ADMISSION_POLICY, |r| r.should_reinvoke(&key))
+                {
+                    continue;
+                }
+                let before = value.clone();
                 let admission_request = if uses("request") {
                     let invocation = Invocation {
                         attributes,
@@ -450,14 +495,28 @@ impl Plugin for MutatingPolicies {
                 .filter(|(name, _)| uses(name))
                 .collect();
                 let schema = TypeRef(wire.schema(&version));
+                // Mutations before a failing one stay applied, as upstream's.
                 if let Err(message) = self.mutate(policy_spec, &base, &mut value, schema) {
                     refuse(message);
                 }
-            }
-            if value != before {
-                wire.decode_into(&value, &version, object)?;
+                let changed = value != before;
+                if changed {
+                    wire.decode_into(&value, &version, object)?;
+                    value = wire.encode(object, &version)?;
+                    reinvocation.set_should_reinvoke();
+                }
+                reinvocation.with(MUTATING_ADMISSION_POLICY, |r| {
+                    if changed {
+                        r.require_reinvoking_previously_invoked();
+                    }
+                    if if_needed {
+                        r.invoked(&key);
+                    }
+                });
             }
         }
+        let last = output(object)?;
+        reinvocation.with(MUTATING_ADMISSION_POLICY, |r| r.set_last_output(last));
         let Some(first) = refusals.first().cloned() else {
             return Ok(());
         };

@@ -263,6 +263,7 @@ mod tests {
             warnings: None,
             wire: None,
             field_manager: String::new(),
+            reinvocation: Default::default(),
         }
     }
 

@@ -4,8 +4,9 @@
 //! Configurations are watched from the core cluster (informers); a request calls the webhooks whose rules,
 //! namespace and object selectors match it, each in the version it asked for (`matchPolicy: Equivalent` converts
 //! the request). Mutating webhooks run one after the other and their JSON patches are applied to the object in
-//! that version (then converted back, with defaults); `reinvocationPolicy: IfNeeded` webhooks run once more when a
-//! later webhook changed the object. Validating webhooks run in parallel. `failurePolicy`, `timeoutSeconds` and
+//! that version (then converted back, with defaults); when one changed the object the mutating chain runs once more
+//! ([`Reinvocation`](super::Reinvocation)), in which `reinvocationPolicy: IfNeeded` webhooks called before a later
+//! change run again. Validating webhooks run in parallel. `failurePolicy`, `timeoutSeconds` and
 //! `sideEffects` on dry runs, warnings, audit annotations and the error texts are upstream's.
 
 mod client;
@@ -402,27 +403,45 @@ struct Versioned {
 }
 
 impl MutatingWebhooks {
-    /// One round over the webhooks: all of them in round 0, in round 1 only `reinvoke`'s indices. Returns the
-    /// indices of the `IfNeeded` webhooks called before the last change, when a change was made.
-    #[allow(clippy::too_many_arguments)]
+    /// One pass over the webhooks: all of them in the chain's first pass; in its second (reinvocation) pass only
+    /// the `IfNeeded` ones called before a later change (upstream's `webhookReinvokeContext`).
     async fn round(
         &self,
-        round: usize,
         hooks: &[Hook],
-        reinvoke: Option<&[usize]>,
         attributes: &Attributes,
         object: &mut AnyObject,
         old: Option<&AnyObject>,
-        old_versioned: &mut BTreeMap<String, Option<Value>>,
-    ) -> Result<Vec<usize>, ApiError> {
+    ) -> Result<(), ApiError> {
         let webhooks = &self.0;
         let wire = wire(attributes)?;
         let served = wire.versions();
+        let reinvocation = &attributes.reinvocation;
+        let is_reinvoke = reinvocation.is_reinvoke();
+        let round = usize::from(is_reinvoke);
+        // The object as compared between passes: in the first served version.
+        let output = |object: &AnyObject| -> Result<Value, ApiError> {
+            served
+                .first()
+                .map(|v| wire.encode(object, v))
+                .transpose()
+                .map(Option::unwrap_or_default)
+        };
+        if is_reinvoke {
+            let now = output(object)?;
+            reinvocation.with(MUTATING_ADMISSION_WEBHOOK, |r| {
+                if r.changed_since_last_output(&now) {
+                    // In-tree plugins changed the object in this pass: every IfNeeded webhook runs again.
+                    r.require_reinvoking_previously_invoked();
+                }
+            });
+        }
+        let mut old_versioned: BTreeMap<String, Option<Value>> = BTreeMap::new();
         let mut current: Option<Versioned> = None;
-        let mut invoked_reinvocable = Vec::new();
-        let mut to_reinvoke = Vec::new();
         for (index, hook) in hooks.iter().enumerate() {
-            if reinvoke.is_some_and(|r| !r.contains(&index)) {
+            let key = format!("{}/{}", hook.configuration, hook.name);
+            if is_reinvoke
+                && !reinvocation.with(MUTATING_ADMISSION_WEBHOOK, |r| r.should_reinvoke(&key))
+            {
                 continue;
             }
             let labels = [
@@ -481,29 +500,36 @@ impl MutatingWebhooks {
                 },
                 Err(failure) => Err(failure),
             };
-            let key = |prefix: &str| format!("{prefix}round_{round}_index_{index}");
+            let annotation = |prefix: &str| format!("{prefix}round_{round}_index_{index}");
             let _ = attributes.annotate(
-                &key(MUTATION_ANNOTATION),
+                &annotation(MUTATION_ANNOTATION),
                 &json!({"configuration": hook.configuration, "webhook": hook.name, "mutated": changed})
                     .to_string(),
             );
+            reinvocation.with(MUTATING_ADMISSION_WEBHOOK, |r| {
+                if changed {
+                    r.require_reinvoking_previously_invoked();
+                }
+                if hook.reinvoke {
+                    r.invoked(&key);
+                }
+            });
             if changed {
-                to_reinvoke.clone_from(&invoked_reinvocable);
-            }
-            if hook.reinvoke {
-                invoked_reinvocable.push(index);
+                reinvocation.set_should_reinvoke();
             }
             match outcome {
                 Ok(()) => {}
                 Err(Failure::Calling(why)) if hook.fail_open => {
                     tracing::warn!(webhook = %hook.name, "failed calling webhook, failing open: {why}");
-                    let _ = attributes.annotate(&key(MUTATION_FAILED_OPEN), &hook.name);
+                    let _ = attributes.annotate(&annotation(MUTATION_FAILED_OPEN), &hook.name);
                 }
                 Err(Failure::Calling(why)) => return Err(calling_error(hook, &why)),
                 Err(Failure::Rejected(refusal)) => return Err(refusal),
             }
         }
-        Ok(to_reinvoke)
+        let last = output(object)?;
+        reinvocation.with(MUTATING_ADMISSION_WEBHOOK, |r| r.set_last_output(last));
+        Ok(())
     }
 }
 
@@ -534,22 +560,6 @@ impl Plugin for MutatingWebhooks {
         if hooks.is_empty() {
             return Ok(());
         }
-        let mut old_versioned = BTreeMap::new();
-        let reinvoke = self
-            .round(0, &hooks, None, attributes, object, old, &mut old_versioned)
-            .await?;
-        if !reinvoke.is_empty() {
-            self.round(
-                1,
-                &hooks,
-                Some(&reinvoke),
-                attributes,
-                object,
-                old,
-                &mut old_versioned,
-            )
-            .await?;
-        }
-        Ok(())
+        self.round(&hooks, attributes, object, old).await
     }
 }

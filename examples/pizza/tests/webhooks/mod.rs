@@ -676,6 +676,26 @@ pub async fn mutating_policies(admin: &Path) {
         ),
     );
     apply(admin, binding("baked-by-binding", "baked-by", on.clone()));
+    // Bound first (bindings run in name order), before the label exists: it runs again, with
+    // `reinvocationPolicy: IfNeeded`, once the later policy added the label.
+    apply(
+        admin,
+        policy(
+            "label-count",
+            json!({
+                "matchConstraints": rules,
+                "reinvocationPolicy": "IfNeeded",
+                "mutations": [{
+                    "patchType": "ApplyConfiguration",
+                    "applyConfiguration": {"expression": "Object{metadata: Object.metadata{annotations: {'example.com/labels': string(has(object.metadata.labels) ? size(object.metadata.labels) : 0)}}}"},
+                }],
+            }),
+        ),
+    );
+    apply(
+        admin,
+        binding("a-label-count-binding", "label-count", on.clone()),
+    );
     apply(
         admin,
         policy(
@@ -735,6 +755,7 @@ pub async fn mutating_policies(admin: &Path) {
         let got: Value = serde_json::from_slice(&out.stdout).unwrap();
         if got["metadata"]["labels"]["example.com/baked-by"] == "policy"
             && got["metadata"]["annotations"]["example.com/cheese"] == "extra"
+            && got["metadata"]["annotations"]["example.com/labels"].is_string()
         {
             mutated = got;
             break;
@@ -743,8 +764,8 @@ pub async fn mutating_policies(admin: &Path) {
     }
     assert_eq!(
         mutated["metadata"]["annotations"],
-        json!({"kept": "yes", "example.com/cheese": "extra", "example.com/toppings": "2"}),
-        "the apply configuration merges into the annotations there were: {mutated}"
+        json!({"kept": "yes", "example.com/cheese": "extra", "example.com/toppings": "2", "example.com/labels": "1"}),
+        "the apply configuration merges into the annotations there were, and the IfNeeded policy ran again after the label was added: {mutated}"
     );
     assert_eq!(
         mutated["spec"]["toppings"].as_array().map(Vec::len),
@@ -784,6 +805,8 @@ pub async fn mutating_policies(admin: &Path) {
         ("mutatingadmissionpolicybindings", "baked-by-binding"),
         ("mutatingadmissionpolicybindings", "extra-cheese-binding"),
         ("mutatingadmissionpolicybindings", "broken-binding"),
+        ("mutatingadmissionpolicybindings", "a-label-count-binding"),
+        ("mutatingadmissionpolicies", "label-count"),
         ("mutatingadmissionpolicies", "baked-by"),
         ("mutatingadmissionpolicies", "extra-cheese"),
         ("mutatingadmissionpolicies", "broken"),
