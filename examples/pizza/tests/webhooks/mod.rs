@@ -33,6 +33,16 @@ impl Seen {
             .push((webhook, review["request"].clone()));
     }
 
+    /// How many requests `webhook` got about the object `name`.
+    fn count(&self, webhook: &str, name: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(w, r)| *w == webhook && r["object"]["metadata"]["name"] == name)
+            .count()
+    }
+
     /// The last request `webhook` got about the object `name`.
     fn last(&self, webhook: &str, name: &str) -> Option<Value> {
         self.0
@@ -86,6 +96,12 @@ async fn label(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Valu
         &review,
         json!({"allowed": true, "patchType": "JSONPatch", "patch": patch}),
     )
+}
+
+/// Allows, and records what it saw.
+async fn record(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Value> {
+    seen.record("record", &review);
+    answer(&review, json!({"allowed": true}))
 }
 
 /// Answers after three seconds.
@@ -645,6 +661,32 @@ fn apply(admin: &Path, manifest: Value) {
 /// kube-apiserver mutate pizzas: a JSON patch adds a label, an apply configuration merges an annotation into
 /// those already there; a policy whose expression fails refuses under `failurePolicy: Fail`, with upstream's text.
 pub async fn mutating_policies(admin: &Path) {
+    // A mutating webhook with `reinvocationPolicy: IfNeeded`, called after the policies: the chain's second pass
+    // (the IfNeeded policy changed the object again) calls it once more.
+    let seen = Seen::default();
+    let router = axum::Router::new()
+        .route("/record", post(record))
+        .with_state(seen.clone());
+    let server = HttpsServer::start(router, &["localhost", "127.0.0.1"])
+        .await
+        .unwrap();
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&server.ca_pem);
+    apply(
+        admin,
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "pizza-record"},
+            "webhooks": [{
+                "name": "record.pizza.example.com",
+                "clientConfig": {"url": format!("https://127.0.0.1:{}/record", server.port), "caBundle": ca_bundle},
+                "rules": [webhook_rule(&["v1beta1"])],
+                "namespaceSelector": {"matchLabels": {"mutations": "on"}},
+                "reinvocationPolicy": "IfNeeded",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+            }],
+        }),
+    );
     kubectl_ok(admin, &["create", "namespace", "mutations-on"]);
     kubectl_ok(
         admin,
@@ -756,6 +798,7 @@ pub async fn mutating_policies(admin: &Path) {
         if got["metadata"]["labels"]["example.com/baked-by"] == "policy"
             && got["metadata"]["annotations"]["example.com/cheese"] == "extra"
             && got["metadata"]["annotations"]["example.com/labels"].is_string()
+            && seen.count("record", &name) > 0
         {
             mutated = got;
             break;
@@ -770,6 +813,17 @@ pub async fn mutating_policies(admin: &Path) {
     assert_eq!(
         mutated["spec"]["toppings"].as_array().map(Vec::len),
         Some(2)
+    );
+    let name = mutated["metadata"]["name"].as_str().unwrap();
+    assert_eq!(
+        seen.count("record", name),
+        2,
+        "the IfNeeded webhook runs again after the second pass's policy changed the object"
+    );
+    let last = seen.last("record", name).unwrap();
+    assert_eq!(
+        last["object"]["metadata"]["annotations"]["example.com/labels"],
+        "1"
     );
     // Outside the bound namespaces nothing changes.
     let (ok, text) = create(admin, "webhooks-off", &pizza_with("unmutated", 1));
@@ -810,6 +864,7 @@ pub async fn mutating_policies(admin: &Path) {
         ("mutatingadmissionpolicies", "baked-by"),
         ("mutatingadmissionpolicies", "extra-cheese"),
         ("mutatingadmissionpolicies", "broken"),
+        ("mutatingwebhookconfigurations", "pizza-record"),
     ] {
         kubectl_ok(admin, &["delete", kind, name]);
     }
