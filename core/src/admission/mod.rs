@@ -7,6 +7,7 @@
 //! inside the optimistic update loop, and admission never depends on the store.
 
 mod chain;
+mod config;
 mod expressions;
 mod matching;
 mod mutating_policy;

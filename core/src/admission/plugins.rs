@@ -17,6 +17,8 @@ pub struct AdmissionOptions {
     pub enable: Vec<String>,
     /// Plugins to disable, even if enabled by default.
     pub disable: Vec<String>,
+    /// `--admission-control-config-file`: each plugin's own configuration.
+    pub config_file: Option<std::path::PathBuf>,
 }
 
 /// A bad admission configuration (an unknown plugin, a plugin both enabled and disabled, a failed factory).
@@ -82,6 +84,11 @@ impl Plugins {
                 "{both:?} is in enable-admission-plugins and disable-admission-plugins"
             )));
         }
+        let mut initializer = initializer.clone();
+        if let Some(file) = &options.config_file {
+            initializer.configurations = Arc::new(super::config::read(file)?);
+        }
+        let initializer = &initializer;
         let mut chain = Vec::new();
         for registration in &self.registered {
             let enabled = (registration.enabled_by_default
@@ -107,6 +114,15 @@ pub struct Initializer {
     pub core_cluster: Option<crate::cluster::CoreCluster>,
     /// The server's metrics, for plugins with metrics of their own (webhook calls).
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Each plugin's configuration from `--admission-control-config-file`, by plugin name.
+    pub configurations: Arc<HashMap<String, serde_json::Value>>,
+}
+
+impl Initializer {
+    /// The configuration `plugin` was given in `--admission-control-config-file`, if any.
+    pub fn configuration(&self, plugin: &str) -> Option<&serde_json::Value> {
+        self.configurations.get(plugin)
+    }
 }
 
 /// Typed listers by hub type.
@@ -271,6 +287,7 @@ mod tests {
         AdmissionOptions {
             enable: enable.iter().map(|s| s.to_string()).collect(),
             disable: disable.iter().map(|s| s.to_string()).collect(),
+            config_file: None,
         }
     }
 

@@ -391,6 +391,7 @@ impl Assembly {
                 &AdmissionOptions {
                     enable: options.serving.enable_admission_plugins.clone(),
                     disable: options.serving.disable_admission_plugins.clone(),
+                    config_file: options.serving.admission_control_config_file.clone(),
                 },
                 &self.initializer,
             )?

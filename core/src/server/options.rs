@@ -67,6 +67,10 @@ pub struct ServingOptions {
     #[arg(long = "disable-admission-plugins", value_delimiter = ',')]
     pub disable_admission_plugins: Vec<String>,
 
+    /// File with admission control configuration.
+    #[arg(long = "admission-control-config-file")]
+    pub admission_control_config_file: Option<PathBuf>,
+
     /// Time to delay the termination. During that time the server keeps serving requests normally, but
     /// /readyz returns failure. A Go duration: `0s`, `15s`, `1m30s`, `500ms`.
     #[arg(long = "shutdown-delay-duration", default_value = "0s", value_parser = parse_duration)]
@@ -102,6 +106,7 @@ impl Default for ServingOptions {
             tls_private_key_file: None,
             enable_admission_plugins: Vec::new(),
             disable_admission_plugins: Vec::new(),
+            admission_control_config_file: None,
             shutdown_delay_duration: Duration::ZERO,
             min_request_timeout: 1800,
             request_timeout: Duration::from_secs(60),

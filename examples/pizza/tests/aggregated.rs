@@ -203,6 +203,22 @@ async fn start_pizza(
     .unwrap();
     let audit_log = dir.path().join("audit.log");
     let path = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+    // Mutating webhooks are called with a bearer token (`--admission-control-config-file`, upstream's format).
+    let webhook_kubeconfig = dir.path().join("webhook-kubeconfig.yaml");
+    std::fs::write(
+        &webhook_kubeconfig,
+        "apiVersion: v1\nkind: Config\nusers:\n- name: \"*\"\n  user:\n    token: webhook-secret\n",
+    )
+    .unwrap();
+    let admission_config = dir.path().join("admission.yaml");
+    std::fs::write(
+        &admission_config,
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: MutatingAdmissionWebhook\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: {}\n",
+            path(&webhook_kubeconfig)
+        ),
+    )
+    .unwrap();
     let options = Options::parse_from([
         "pizza-apiserver".to_string(),
         "--secure-port=0".into(),
@@ -218,6 +234,10 @@ async fn start_pizza(
         format!("--kubeconfig={}", path(core_kubeconfig)),
         format!("--audit-policy-file={}", path(&audit_policy)),
         format!("--audit-log-path={}", path(&audit_log)),
+        format!(
+            "--admission-control-config-file={}",
+            path(&admission_config)
+        ),
     ]);
     assert_eq!(options.mode(), Mode::Delegated);
     let started = start(options).await.expect("pizza server starts");

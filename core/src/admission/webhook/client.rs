@@ -29,6 +29,8 @@ struct Target {
     server_name: Option<String>,
     /// The URL as upstream's messages show it.
     shown: String,
+    /// The name credentials are looked up by: the URL's `host[:port]`, or `<service>.<namespace>.svc:<port>`.
+    credentials: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -45,13 +47,17 @@ pub(super) struct CallError(pub String);
 pub(super) struct Clients {
     cluster: CoreCluster,
     clients: Mutex<HashMap<Key, (Target, kube::Client)>>,
+    /// The kubeconfig of `--admission-control-config-file`'s `kubeConfigFile`, whose users are the credentials
+    /// for calling webhooks.
+    auth: Option<kube::config::Kubeconfig>,
 }
 
 impl Clients {
-    pub fn new(cluster: CoreCluster) -> Self {
+    pub fn new(cluster: CoreCluster, auth: Option<kube::config::Kubeconfig>) -> Self {
         Clients {
             cluster,
             clients: Mutex::new(HashMap::new()),
+            auth,
         }
     }
 
@@ -75,7 +81,11 @@ impl Clients {
             Some(found) => found,
             None => {
                 let target = self.resolve(config).await?;
-                let client = client(&target, &key.ca_bundle)?;
+                let auth = self
+                    .auth
+                    .as_ref()
+                    .and_then(|k| crate::admission::config::auth_for(k, &target.credentials));
+                let client = client(&target, &key.ca_bundle, auth)?;
                 if let Ok(mut clients) = self.clients.lock() {
                     clients.insert(key.clone(), (target.clone(), client.clone()));
                 }
@@ -148,6 +158,7 @@ impl Clients {
                     .unwrap_or_else(|| "/".into()),
                 server_name: None,
                 shown: url.clone(),
+                credentials: authority.to_string(),
             });
         }
         let Some(service) = &config.service else {
@@ -181,12 +192,17 @@ impl Clients {
             path: path.clone(),
             server_name: Some(server_name.clone()),
             shown: format!("https://{server_name}:{port}{path}"),
+            credentials: format!("{server_name}:{port}"),
         })
     }
 }
 
-/// A client for `target` trusting `ca_bundle` (PEM; the system's roots when empty).
-fn client(target: &Target, ca_bundle: &[u8]) -> Result<kube::Client, CallError> {
+/// A client for `target` trusting `ca_bundle` (PEM; the system's roots when empty), with `auth`'s credentials.
+fn client(
+    target: &Target,
+    ca_bundle: &[u8],
+    auth: Option<kube::config::AuthInfo>,
+) -> Result<kube::Client, CallError> {
     let base: http::Uri = target
         .base
         .parse()
@@ -200,6 +216,9 @@ fn client(target: &Target, ca_bundle: &[u8]) -> Result<kube::Client, CallError> 
         config.root_cert = Some(roots);
     }
     config.tls_server_name = target.server_name.clone();
+    if let Some(auth) = auth {
+        config.auth_info = auth;
+    }
     config.connect_timeout = Some(Duration::from_secs(10));
     kube::Client::try_from(config).map_err(|e| CallError(e.to_string()))
 }

@@ -115,10 +115,12 @@ impl<C: Configuration> Webhooks<C> {
                 "{plugin}: needs the core cluster (--kubeconfig, or running in a pod)"
             ))
         })?;
+        let auth = super::config::webhook_kubeconfig(initializer.configuration(plugin))
+            .map_err(|e| PluginError(format!("{plugin}: {}", e.0)))?;
         let configurations = cluster.informer::<C>(plugin);
         Ok(Webhooks {
             configurations,
-            clients: Clients::new(cluster.clone()),
+            clients: Clients::new(cluster.clone(), auth),
             conditions: Conditions::default(),
             metrics: initializer.metrics.clone(),
             kind,

@@ -98,9 +98,19 @@ async fn label(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Valu
     )
 }
 
-/// Allows, and records what it saw.
-async fn record(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Value> {
-    seen.record("record", &review);
+/// Allows, and records what it saw, with the credentials it was called with.
+async fn record(
+    State(seen): State<Seen>,
+    headers: http::HeaderMap,
+    Json(review): Json<Value>,
+) -> Json<Value> {
+    let mut recorded = review.clone();
+    recorded["request"]["authorization"] = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .into();
+    seen.record("record", &recorded);
     answer(&review, json!({"allowed": true}))
 }
 
@@ -821,6 +831,8 @@ pub async fn mutating_policies(admin: &Path) {
         "the IfNeeded webhook runs again after the second pass's policy changed the object"
     );
     let last = seen.last("record", name).unwrap();
+    // Called with the credentials of --admission-control-config-file's kubeConfigFile.
+    assert_eq!(last["authorization"], "Bearer webhook-secret");
     assert_eq!(
         last["object"]["metadata"]["annotations"]["example.com/labels"],
         "1"
