@@ -28,7 +28,7 @@ use kube::runtime::reflector::Store;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::policy::{PolicyCluster, activation, mentions, namespace_object};
+use super::policy::{PolicyCluster, activation, error_type, mentions, namespace_object};
 use super::webhook::review::{Invocation, request};
 use super::{AnyObject, Attributes, Initializer, Plugin, PluginError, WireCodec, matching};
 use crate::fieldmanager::{Atom, ListKind, TypeRef, merge};
@@ -149,7 +149,7 @@ impl MutatingPolicies {
         Ok(Arc::new(MutatingPolicies {
             policies: cluster.informer(MUTATING_ADMISSION_POLICY),
             bindings: cluster.informer("MutatingAdmissionPolicyBinding"),
-            shared: PolicyCluster::new(cluster),
+            shared: PolicyCluster::new(cluster, initializer),
         }))
     }
 
@@ -157,6 +157,7 @@ impl MutatingPolicies {
     /// parameter; `Ok(false)` when a condition did not hold.
     fn mutate(
         &self,
+        names: (&str, &str),
         spec: &MutatingAdmissionPolicySpec,
         base: &[(&str, &Value)],
         object: &mut Value,
@@ -191,11 +192,19 @@ impl MutatingPolicies {
                 variables.insert(variable.name.clone(), json);
             }
         }
-        // A failing mutation is reported; the others still apply, as upstream's.
+        // A failing mutation is reported; the others still apply, as upstream's. Each is measured.
         let mut first_error = None;
         for mutation in spec.mutations.iter().flatten() {
+            let started = std::time::Instant::now();
             let activation = bind(base, object, &variables);
             let applied = self.apply_mutation(mutation, &activation, object, schema, &mut budget);
+            let kind = match &applied {
+                Ok(()) => "no_error",
+                Err(e) => error_type(e),
+            };
+            if let Some(metrics) = &self.shared.metrics {
+                metrics.mutating_policy_check(names.0, names.1, kind, started.elapsed());
+            }
             if let Err(e) = applied {
                 first_error.get_or_insert(e);
             }
@@ -496,7 +505,8 @@ impl Plugin for MutatingPolicies {
                 .collect();
                 let schema = TypeRef(wire.schema(&version));
                 // Mutations before a failing one stay applied, as upstream's.
-                if let Err(message) = self.mutate(policy_spec, &base, &mut value, schema) {
+                let names = (policy_name.as_str(), binding_name.as_str());
+                if let Err(message) = self.mutate(names, policy_spec, &base, &mut value, schema) {
                     refuse(message);
                 }
                 let changed = value != before;

@@ -57,6 +57,8 @@ pub struct ValidatingPolicies {
 pub(super) struct PolicyCluster {
     pub cluster: CoreCluster,
     pub programs: Programs,
+    /// The server's metrics (`apiserver_*_admission_policy_check_*`).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Parameter kinds resolved through the core cluster's discovery.
     param_resources: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
 }
@@ -80,15 +82,28 @@ impl ValidatingPolicies {
         Ok(Arc::new(ValidatingPolicies {
             policies: cluster.informer(VALIDATING_ADMISSION_POLICY),
             bindings: cluster.informer("ValidatingAdmissionPolicyBinding"),
-            shared: PolicyCluster::new(cluster),
+            shared: PolicyCluster::new(cluster, initializer),
         }))
     }
 }
 
+/// Upstream's `error_type` label of a policy check: `compile_error`, `out_of_budget`, else `invalid_error` (a
+/// failed validation included, as upstream labels it).
+pub(super) fn error_type(message: &str) -> &'static str {
+    if message.starts_with("compilation") {
+        "compile_error"
+    } else if message.contains("cost limit exceeded") || message.contains("out of cost budget") {
+        "out_of_budget"
+    } else {
+        "invalid_error"
+    }
+}
+
 impl PolicyCluster {
-    pub fn new(cluster: CoreCluster) -> PolicyCluster {
+    pub fn new(cluster: CoreCluster, initializer: &Initializer) -> PolicyCluster {
         PolicyCluster {
             cluster,
+            metrics: initializer.metrics.clone(),
             programs: Programs::default(),
             param_resources: Mutex::new(HashMap::new()),
         }
@@ -359,6 +374,8 @@ pub(super) fn namespace_object(namespace: &k8s_openapi::api::core::v1::Namespace
 struct Outcome {
     /// Failed validations and errors under `failurePolicy: Fail`: (message, reason).
     failed: Vec<(String, &'static str)>,
+    /// Errors ignored under `failurePolicy: Ignore`.
+    ignored: Vec<String>,
     annotations: Vec<(String, String)>,
 }
 
@@ -377,7 +394,9 @@ impl ValidatingPolicies {
         let mut outcome = Outcome::default();
         let mut budget = COST_BUDGET;
         let error = |outcome: &mut Outcome, message: String| {
-            if !fail_open {
+            if fail_open {
+                outcome.ignored.push(message);
+            } else {
                 outcome.failed.push((message, reason::INVALID));
             }
         };
@@ -621,7 +640,28 @@ impl Plugin for ValidatingPolicies {
                 .into_iter()
                 .filter(|(name, _)| uses(name))
                 .collect();
+                let started = std::time::Instant::now();
                 let outcome = self.evaluate_policy(policy, &base);
+                let elapsed = started.elapsed();
+                let observe = |message: &str, action: &str| {
+                    if let Some(metrics) = &self.shared.metrics {
+                        metrics.validating_policy_check(
+                            &policy_name,
+                            &binding_name,
+                            error_type(message),
+                            action,
+                            elapsed,
+                        );
+                    }
+                };
+                for message in &outcome.ignored {
+                    observe(message, "allow");
+                }
+                for (message, _) in &outcome.failed {
+                    for action in &actions {
+                        observe(message, &action.to_lowercase());
+                    }
+                }
                 for (key, value) in &outcome.annotations {
                     let _ = attributes.annotate(key, value);
                 }

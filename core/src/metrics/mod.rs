@@ -40,6 +40,9 @@ const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.
 const DELEGATED_BUCKETS: &[f64] = &[0.25, 0.5, 0.7, 1.0, 1.5, 3.0, 5.0, 10.0];
 
 /// Upstream's admission latency buckets.
+/// Upstream's buckets for admission policy checks.
+const POLICY_BUCKETS: &[f64] = &[0.0000005, 0.001, 0.01, 0.1, 1.0];
+
 const ADMISSION_BUCKETS: &[f64] = &[0.005, 0.025, 0.1, 0.5, 1.0, 2.5];
 /// The labels of a request, as upstream's `MonitorRequest` sets them.
 pub const REQUEST_LABELS: &[&str] = &[
@@ -302,6 +305,14 @@ pub struct Metrics {
     pub webhook_rejections: IntCounterVec,
     /// `apiserver_admission_webhook_fail_open_count{name,type}`: failed calls ignored by `failurePolicy: Ignore`.
     pub webhook_fail_open: IntCounterVec,
+    /// `apiserver_validating_admission_policy_check_total{enforcement_action,error_type,policy,policy_binding}`.
+    pub validating_policy_checks: IntCounterVec,
+    /// `apiserver_validating_admission_policy_check_duration_seconds`, the same labels.
+    pub validating_policy_durations: HistogramVec,
+    /// `apiserver_mutating_admission_policy_check_total{error_type,policy,policy_binding}`.
+    pub mutating_policy_checks: IntCounterVec,
+    /// `apiserver_mutating_admission_policy_check_duration_seconds`, the same labels.
+    pub mutating_policy_durations: HistogramVec,
     /// `apiserver_registered_watchers{group,version,kind}`: open watches.
     pub watchers: IntGaugeVec,
     /// `apiserver_watch_events_total{group,version,kind}`: events sent to watchers.
@@ -504,6 +515,28 @@ impl Metrics {
                 "Admission webhook fail open count, identified by name and broken out for each admission type (validating or admit).",
                 &["name", "type"],
             ),
+            validating_policy_checks: counter(
+                "apiserver_validating_admission_policy_check_total",
+                "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.",
+                &["policy", "policy_binding", "error_type", "enforcement_action"],
+            ),
+            validating_policy_durations: histogram(
+                "apiserver_validating_admission_policy_check_duration_seconds",
+                "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.",
+                POLICY_BUCKETS,
+                &["policy", "policy_binding", "error_type", "enforcement_action"],
+            ),
+            mutating_policy_checks: counter(
+                "apiserver_mutating_admission_policy_check_total",
+                "Mutation admission policy check total, labeled by policy and further identified by binding.",
+                &["policy", "policy_binding", "error_type"],
+            ),
+            mutating_policy_durations: histogram(
+                "apiserver_mutating_admission_policy_check_duration_seconds",
+                "Mutation admission latency for individual mutation expressions in seconds, labeled by policy and binding.",
+                POLICY_BUCKETS,
+                &["policy", "policy_binding", "error_type"],
+            ),
             admission_step_durations: histogram(
                 "apiserver_admission_step_admission_duration_seconds",
                 "Admission sub-step latency histogram in seconds, broken out for each operation and API resource and step type (validate or admit).",
@@ -615,7 +648,7 @@ impl Metrics {
                 .register(collector)
                 .expect("unique metric names");
         }
-        let collectors: [Box<dyn prometheus::core::Collector>; 33] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 37] = [
             Box::new(metrics.delegated_authn_requests.clone()),
             Box::new(metrics.delegated_authn_durations.clone()),
             Box::new(metrics.delegated_authz_requests.clone()),
@@ -649,6 +682,10 @@ impl Metrics {
             Box::new(metrics.webhook_requests.clone()),
             Box::new(metrics.webhook_rejections.clone()),
             Box::new(metrics.webhook_fail_open.clone()),
+            Box::new(metrics.validating_policy_checks.clone()),
+            Box::new(metrics.validating_policy_durations.clone()),
+            Box::new(metrics.mutating_policy_checks.clone()),
+            Box::new(metrics.mutating_policy_durations.clone()),
         ];
         for collector in collectors {
             metrics
@@ -841,6 +878,40 @@ impl Metrics {
                 .with_label_values(&[error_type, name, operation, rejection_code, kind])
                 .inc();
         }
+    }
+
+    /// One ValidatingAdmissionPolicy decision that was not a plain pass (upstream records no other):
+    /// `action` `deny`, `warn`, `audit`, or `allow` for an error ignored under `failurePolicy: Ignore`.
+    pub fn validating_policy_check(
+        &self,
+        policy: &str,
+        binding: &str,
+        error_type: &str,
+        action: &str,
+        elapsed: Duration,
+    ) {
+        let labels = [policy, binding, error_type, action];
+        self.validating_policy_checks
+            .with_label_values(&labels)
+            .inc();
+        self.validating_policy_durations
+            .with_label_values(&labels)
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// One MutatingAdmissionPolicy binding evaluated (`error_type` `no_error` when its mutations applied).
+    pub fn mutating_policy_check(
+        &self,
+        policy: &str,
+        binding: &str,
+        error_type: &str,
+        elapsed: Duration,
+    ) {
+        let labels = [policy, binding, error_type];
+        self.mutating_policy_checks.with_label_values(&labels).inc();
+        self.mutating_policy_durations
+            .with_label_values(&labels)
+            .observe(elapsed.as_secs_f64());
     }
 
     /// A failed webhook call ignored under `failurePolicy: Ignore`.

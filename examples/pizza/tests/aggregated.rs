@@ -350,8 +350,8 @@ async fn behind_kube_apiserver() {
     delegated_metrics(&cluster, &direct).await;
     namespace_lifecycle(&admin).await;
     webhooks::admission_webhooks(&cluster, &admin, &direct).await;
-    webhooks::admission_policies(&cluster, &admin).await;
-    webhooks::mutating_policies(&admin).await;
+    webhooks::admission_policies(&cluster, &admin, &direct).await;
+    webhooks::mutating_policies(&cluster, &admin, &direct).await;
     deployment_folder_applies(&admin);
     authorization_fails_closed(&cluster, &server_kubeconfig, &cert, &key, &serving_ca).await;
 

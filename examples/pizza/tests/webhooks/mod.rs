@@ -506,7 +506,7 @@ fn pizza_with(name: &str, count: usize) -> Value {
 /// ValidatingAdmissionPolicies with bindings in the real kube-apiserver apply to pizzas: a policy with a
 /// ConfigMap parameter, a variable and a message expression denies, another only warns; bindings select
 /// namespaces by label.
-pub async fn admission_policies(cluster: &Cluster, admin: &Path) {
+pub async fn admission_policies(cluster: &Cluster, admin: &Path, direct: &Direct) {
     use k8s_openapi::api::admissionregistration::v1::{
         ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
     };
@@ -646,6 +646,18 @@ pub async fn admission_policies(cluster: &Cluster, admin: &Path) {
         "{text}"
     );
 
+    // Upstream's policy metrics: denials and warnings, by policy, binding and action.
+    let metrics = Metrics::scrape(cluster, direct).await;
+    assert!(
+        metrics.sample(r#"apiserver_validating_admission_policy_check_total{enforcement_action="deny",error_type="invalid_error",policy="max-toppings",policy_binding="max-toppings-binding"}"#) >= 1.0,
+        "{}",
+        metrics.0
+    );
+    assert!(
+        metrics.sample(r#"apiserver_validating_admission_policy_check_total{enforcement_action="warn",error_type="invalid_error",policy="short-names",policy_binding="short-names-binding"}"#) >= 1.0
+    );
+    assert!(metrics.0.contains("apiserver_validating_admission_policy_check_duration_seconds_bucket{enforcement_action=\"deny\""));
+
     for name in ["max-toppings-binding", "short-names-binding"] {
         bindings
             .delete(name, &DeleteParams::default())
@@ -670,7 +682,7 @@ fn apply(admin: &Path, manifest: Value) {
 /// MutatingAdmissionPolicies (admissionregistration.k8s.io/v1, GA in 1.36) with bindings in the real
 /// kube-apiserver mutate pizzas: a JSON patch adds a label, an apply configuration merges an annotation into
 /// those already there; a policy whose expression fails refuses under `failurePolicy: Fail`, with upstream's text.
-pub async fn mutating_policies(admin: &Path) {
+pub async fn mutating_policies(cluster: &Cluster, admin: &Path, direct: &Direct) {
     // A mutating webhook with `reinvocationPolicy: IfNeeded`, called after the policies: the chain's second pass
     // (the IfNeeded policy changed the object again) calls it once more.
     let seen = Seen::default();
@@ -865,6 +877,16 @@ pub async fn mutating_policies(admin: &Path) {
     assert!(
         text.contains("policy 'broken' with binding 'broken-binding' denied request: expression 'Object{spec: Object.spec{toppings: object.spec.nosuch}}' resulted in error: no such key: nosuch"),
         "{text}"
+    );
+
+    let metrics = Metrics::scrape(cluster, direct).await;
+    assert!(
+        metrics.sample(r#"apiserver_mutating_admission_policy_check_total{error_type="no_error",policy="baked-by",policy_binding="baked-by-binding"}"#) >= 1.0,
+        "{}",
+        metrics.0
+    );
+    assert!(
+        metrics.sample(r#"apiserver_mutating_admission_policy_check_total{error_type="invalid_error",policy="broken",policy_binding="broken-binding"}"#) >= 1.0
     );
 
     for (kind, name) in [
