@@ -201,22 +201,16 @@ impl Program {
     /// Parses `source` and expands its macros. There is no type checker: a misspelt field or function is an error
     /// when evaluated, not here.
     pub fn compile(source: &str) -> Result<Program, CompileError> {
-        let size = source.chars().count();
-        if size > MAX_EXPRESSION_CODE_POINTS {
-            return Err(CompileError::TooLong {
-                size,
-                limit: MAX_EXPRESSION_CODE_POINTS,
-            });
-        }
-        if nesting_bound(source) > MAX_SOURCE_NESTING {
-            return Err(CompileError::TooDeep);
-        }
-        with_stack(|| Program::parse(source, false))
+        Program::compile_with(source, false)
     }
 
     /// Compiles a MutatingAdmissionPolicy expression: as [`Program::compile`], and its object literals
     /// (`Object{...}`, `Object.spec{...}`, `JSONPatch{...}`) evaluate to maps of their fields.
     pub fn compile_mutation(source: &str) -> Result<Program, CompileError> {
+        Program::compile_with(source, true)
+    }
+
+    fn compile_with(source: &str, object_literals: bool) -> Result<Program, CompileError> {
         let size = source.chars().count();
         if size > MAX_EXPRESSION_CODE_POINTS {
             return Err(CompileError::TooLong {
@@ -227,7 +221,7 @@ impl Program {
         if nesting_bound(source) > MAX_SOURCE_NESTING {
             return Err(CompileError::TooDeep);
         }
-        with_stack(|| Program::parse(source, true))
+        with_stack(|| Program::parse(source, object_literals))
     }
 
     fn parse(source: &str, object_literals: bool) -> Result<Program, CompileError> {

@@ -378,26 +378,10 @@ impl Plugin for MutatingPolicies {
         let served = wire.versions();
         let reinvocation = &attributes.reinvocation;
         let is_reinvoke = reinvocation.is_reinvoke();
-        // The object as compared between the chain's passes: in the first served version.
-        let output = |object: &AnyObject| -> Result<Value, ApiError> {
-            served
-                .first()
-                .map(|v| wire.encode(object, v))
-                .transpose()
-                .map(Option::unwrap_or_default)
-        };
-        if is_reinvoke {
-            let now = output(object)?;
-            reinvocation.with(MUTATING_ADMISSION_POLICY, |r| {
-                if r.changed_since_last_output(&now) {
-                    r.require_reinvoking_previously_invoked();
-                }
-            });
-        }
+        reinvocation.begin(MUTATING_ADMISSION_POLICY, wire.as_ref(), object)?;
         let old_labels = old.and_then(|o| wire.metadata(o)).map(|m| m.labels.clone());
         let mut namespace: Option<Value> = None;
         let mut refusals: Vec<String> = Vec::new();
-        let no_constraints = MatchResources::default();
         for binding in &bindings {
             let spec = &binding.spec;
             let Some(policy) = policies.get(&spec.policy_name) else {
@@ -405,27 +389,16 @@ impl Plugin for MutatingPolicies {
             };
             let policy_spec = &policy.spec;
             let labels = wire.metadata(object).map(|m| m.labels.clone());
-            let labels = [labels.as_ref(), old_labels.as_ref()];
-            let constraints = policy_spec
-                .match_constraints
-                .as_ref()
-                .unwrap_or(&no_constraints);
-            let Some(version) = self
-                .shared
-                .matches(constraints, false, attributes, &served, labels)
-                .await?
-            else {
+            let matched = self.shared.binding_matches(
+                policy_spec.match_constraints.as_ref(),
+                spec.match_resources.as_ref(),
+                attributes,
+                &served,
+                [labels.as_ref(), old_labels.as_ref()],
+            );
+            let Some(version) = matched.await? else {
                 continue;
             };
-            if let Some(resources) = &spec.match_resources
-                && self
-                    .shared
-                    .matches(resources, true, attributes, &served, labels)
-                    .await?
-                    .is_none()
-            {
-                continue;
-            }
             let binding_name = binding.metadata.name.clone().unwrap_or_default();
             let policy_name = policy.metadata.name.clone().unwrap_or_default();
             let fail_open = policy_spec.failure_policy.as_deref() == Some("Ignore");
@@ -525,8 +498,7 @@ impl Plugin for MutatingPolicies {
                 });
             }
         }
-        let last = output(object)?;
-        reinvocation.with(MUTATING_ADMISSION_POLICY, |r| r.set_last_output(last));
+        reinvocation.end(MUTATING_ADMISSION_POLICY, wire.as_ref(), object)?;
         let Some(first) = refusals.first().cloned() else {
             return Ok(());
         };

@@ -182,6 +182,35 @@ impl PolicyCluster {
         ))
     }
 
+    /// The version a binding applies its policy in, or `None`: the policy's `matchConstraints` and the binding's
+    /// `matchResources` (when it has them) must both match.
+    pub async fn binding_matches(
+        &self,
+        constraints: Option<&MatchResources>,
+        binding_resources: Option<&MatchResources>,
+        attributes: &Attributes,
+        served: &[&'static str],
+        labels: [Option<&BTreeMap<String, String>>; 2],
+    ) -> Result<Option<String>, ApiError> {
+        let no_constraints = MatchResources::default();
+        let constraints = constraints.unwrap_or(&no_constraints);
+        let Some(version) = self
+            .matches(constraints, false, attributes, served, labels)
+            .await?
+        else {
+            return Ok(None);
+        };
+        if let Some(resources) = binding_resources
+            && self
+                .matches(resources, true, attributes, served, labels)
+                .await?
+                .is_none()
+        {
+            return Ok(None);
+        }
+        Ok(Some(version))
+    }
+
     /// The parameter kind's resource and whether it is namespaced, from the core cluster's discovery.
     async fn param_resource(&self, kind: &ParamKind) -> Result<(ApiResource, bool), String> {
         let api_version = kind.api_version.clone().unwrap_or_default();
@@ -541,33 +570,23 @@ impl Plugin for ValidatingPolicies {
         let mut namespace: Option<Value> = None;
         let mut denials = Vec::new();
         let mut audit_failures = Vec::new();
-        let (no_binding, no_policy, no_constraints) = Default::default();
+        let (no_binding, no_policy) = Default::default();
         for binding in &bindings {
             let spec = binding.spec.as_ref().unwrap_or(&no_binding);
             let Some(policy) = spec.policy_name.as_deref().and_then(|n| policies.get(n)) else {
                 continue;
             };
             let policy_spec = policy.spec.as_ref().unwrap_or(&no_policy);
-            let constraints = policy_spec
-                .match_constraints
-                .as_ref()
-                .unwrap_or(&no_constraints);
-            let Some(version) = self
-                .shared
-                .matches(constraints, false, attributes, &served, labels)
-                .await?
-            else {
+            let matched = self.shared.binding_matches(
+                policy_spec.match_constraints.as_ref(),
+                spec.match_resources.as_ref(),
+                attributes,
+                &served,
+                labels,
+            );
+            let Some(version) = matched.await? else {
                 continue;
             };
-            if let Some(resources) = &spec.match_resources
-                && self
-                    .shared
-                    .matches(resources, true, attributes, &served, labels)
-                    .await?
-                    .is_none()
-            {
-                continue;
-            }
             let binding_name = binding.metadata.name.clone().unwrap_or_default();
             let policy_name = policy.metadata.name.clone().unwrap_or_default();
             let fail_open = policy_spec.failure_policy.as_deref() == Some("Ignore");

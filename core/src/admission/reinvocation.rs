@@ -9,6 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
+use super::{AnyObject, WireCodec};
+use crate::registry::ApiError;
+
 /// The state of one request's mutating chain across its passes; shared by the clones of its
 /// [`Attributes`](super::Attributes).
 #[derive(Debug, Default)]
@@ -71,10 +74,50 @@ impl Reinvocation {
             && !self.is_reinvoke.swap(true, Ordering::AcqRel)
     }
 
+    /// At the start of `plugin`'s pass: in the second pass, when the object changed since the plugin last finished
+    /// (in-tree plugins changed it), every `IfNeeded` one it ran before runs again.
+    pub(crate) fn begin(
+        &self,
+        plugin: &'static str,
+        wire: &dyn WireCodec,
+        object: &AnyObject,
+    ) -> Result<(), ApiError> {
+        if !self.is_reinvoke() {
+            return Ok(());
+        }
+        let now = compared_form(wire, object)?;
+        self.with(plugin, |r| {
+            if r.changed_since_last_output(&now) {
+                r.require_reinvoking_previously_invoked();
+            }
+        });
+        Ok(())
+    }
+
+    /// At the end of `plugin`'s pass: the object as the plugin left it.
+    pub(crate) fn end(
+        &self,
+        plugin: &'static str,
+        wire: &dyn WireCodec,
+        object: &AnyObject,
+    ) -> Result<(), ApiError> {
+        let last = compared_form(wire, object)?;
+        self.with(plugin, |r| r.set_last_output(last));
+        Ok(())
+    }
+
     /// The state `plugin` keeps between passes.
     pub(crate) fn with<R>(&self, plugin: &'static str, f: impl FnOnce(&mut Reinvocable) -> R) -> R {
         let mut plugins = self.plugins.lock().unwrap_or_else(|p| p.into_inner());
         f(plugins.entry(plugin).or_default())
+    }
+}
+
+/// The object as compared between passes: in the first served version.
+fn compared_form(wire: &dyn WireCodec, object: &AnyObject) -> Result<Value, ApiError> {
+    match wire.versions().first() {
+        Some(version) => wire.encode(object, version),
+        None => Ok(Value::Null),
     }
 }
 

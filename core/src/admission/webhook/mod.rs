@@ -420,23 +420,7 @@ impl MutatingWebhooks {
         let reinvocation = &attributes.reinvocation;
         let is_reinvoke = reinvocation.is_reinvoke();
         let round = usize::from(is_reinvoke);
-        // The object as compared between passes: in the first served version.
-        let output = |object: &AnyObject| -> Result<Value, ApiError> {
-            served
-                .first()
-                .map(|v| wire.encode(object, v))
-                .transpose()
-                .map(Option::unwrap_or_default)
-        };
-        if is_reinvoke {
-            let now = output(object)?;
-            reinvocation.with(MUTATING_ADMISSION_WEBHOOK, |r| {
-                if r.changed_since_last_output(&now) {
-                    // In-tree plugins changed the object in this pass: every IfNeeded webhook runs again.
-                    r.require_reinvoking_previously_invoked();
-                }
-            });
-        }
+        reinvocation.begin(MUTATING_ADMISSION_WEBHOOK, wire.as_ref(), object)?;
         let mut old_versioned: BTreeMap<String, Option<Value>> = BTreeMap::new();
         let mut current: Option<Versioned> = None;
         for (index, hook) in hooks.iter().enumerate() {
@@ -529,9 +513,7 @@ impl MutatingWebhooks {
                 Err(Failure::Rejected(refusal)) => return Err(refusal),
             }
         }
-        let last = output(object)?;
-        reinvocation.with(MUTATING_ADMISSION_WEBHOOK, |r| r.set_last_output(last));
-        Ok(())
+        reinvocation.end(MUTATING_ADMISSION_WEBHOOK, wire.as_ref(), object)
     }
 }
 
