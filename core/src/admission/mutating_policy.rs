@@ -14,12 +14,10 @@
 //! `reinvocationPolicy: IfNeeded` that ran before a later change run again. Not yet: the `authorizer` variable.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use apiserver_cel::Value as Cel;
 use async_trait::async_trait;
-use futures::FutureExt;
 use k8s_openapi::api::admissionregistration::v1::{
     MatchCondition, MatchResources, ParamKind, ParamRef, Variable,
 };
@@ -355,22 +353,12 @@ impl Plugin for MutatingPolicies {
         object: &mut AnyObject,
         old: Option<&AnyObject>,
     ) -> Result<(), ApiError> {
-        let loaded = || {
-            self.policies.wait_until_ready().now_or_never().is_some()
-                && self.bindings.wait_until_ready().now_or_never().is_some()
-        };
-        self.shared.ready(loaded, attributes).await?;
-        let mut bindings = self.bindings.state();
-        if bindings.is_empty() {
+        let configuration = self
+            .shared
+            .configuration(&self.policies, &self.bindings, attributes);
+        let Some((bindings, policies)) = configuration.await? else {
             return Ok(());
-        }
-        bindings.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let policies: HashMap<String, Arc<MutatingAdmissionPolicy>> = self
-            .policies
-            .state()
-            .into_iter()
-            .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
-            .collect();
+        };
         let wire: Arc<dyn WireCodec> = attributes
             .wire
             .clone()

@@ -109,8 +109,39 @@ impl PolicyCluster {
         }
     }
 
+    /// The bindings (in name order, as upstream evaluates them) and the policies by name, once the informers of
+    /// both (and of the namespaces) are loaded; `None` when there is no binding.
+    #[allow(clippy::type_complexity)]
+    pub async fn configuration<P, B>(
+        &self,
+        policies: &Store<P>,
+        bindings: &Store<B>,
+        attributes: &Attributes,
+    ) -> Result<Option<(Vec<Arc<B>>, HashMap<String, Arc<P>>)>, ApiError>
+    where
+        P: kube::Resource<DynamicType = ()> + Clone + 'static,
+        B: kube::Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let loaded = || {
+            policies.wait_until_ready().now_or_never().is_some()
+                && bindings.wait_until_ready().now_or_never().is_some()
+        };
+        self.ready(loaded, attributes).await?;
+        let mut bound = bindings.state();
+        if bound.is_empty() {
+            return Ok(None);
+        }
+        bound.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
+        let by_name = policies
+            .state()
+            .into_iter()
+            .map(|p| (p.meta().name.clone().unwrap_or_default(), p))
+            .collect();
+        Ok(Some((bound, by_name)))
+    }
+
     /// Waits (at most upstream's 10 s) until `loaded` says the policies and bindings are, and the namespaces.
-    pub async fn ready(
+    async fn ready(
         &self,
         loaded: impl Fn() -> bool,
         attributes: &Attributes,
@@ -540,22 +571,12 @@ impl Plugin for ValidatingPolicies {
         object: Option<&AnyObject>,
         old: Option<&AnyObject>,
     ) -> Result<(), ApiError> {
-        let loaded = || {
-            self.policies.wait_until_ready().now_or_never().is_some()
-                && self.bindings.wait_until_ready().now_or_never().is_some()
-        };
-        self.shared.ready(loaded, attributes).await?;
-        let mut bindings = self.bindings.state();
-        if bindings.is_empty() {
+        let configuration = self
+            .shared
+            .configuration(&self.policies, &self.bindings, attributes);
+        let Some((bindings, policies)) = configuration.await? else {
             return Ok(());
-        }
-        bindings.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let policies: HashMap<String, Arc<ValidatingAdmissionPolicy>> = self
-            .policies
-            .state()
-            .into_iter()
-            .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
-            .collect();
+        };
         let wire: &Arc<dyn WireCodec> = attributes
             .wire
             .as_ref()
