@@ -308,8 +308,8 @@ impl Assembly {
         Ok(store)
     }
 
-    /// Serves a resource whose objects `provider` gives (`get` and `list` only), in discovery and OpenAPI in the
-    /// order added, authorized and audited as stored ones.
+    /// Serves a resource whose objects `provider` gives (`get`, `list`, and `watch` when the provider watches),
+    /// in discovery and OpenAPI in the order added, authorized and audited as stored ones.
     pub fn provided<T: Resource>(&mut self, codec: ResourceCodec<T>, provider: impl Provider<T>) {
         self.resources
             .push(Box::new(move |api| api.provided(codec, provider)));

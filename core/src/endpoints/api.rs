@@ -182,8 +182,8 @@ impl Api {
         self
     }
 
-    /// Serves `T` with objects from `provider` (`get` and `list` only; writes and watches are 405), in every version
-    /// `codec` serves.
+    /// Serves `T` with objects from `provider` (`get`, `list`, and `watch` when the provider
+    /// [`watches`](Provider::watches); other verbs are 405), in every version `codec` serves.
     pub fn provided<T: Resource>(
         mut self,
         codec: ResourceCodec<T>,

@@ -111,6 +111,65 @@ pub enum WatchItem<T> {
 /// A typed watch stream.
 pub type WatchItems<T> = BoxStream<'static, WatchItem<T>>;
 
+impl<T> WatchItem<T> {
+    /// The same event with its object turned into another type (a provided kind computed from a stored one).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> WatchItem<U> {
+        match self {
+            WatchItem::Object(kind, object) => WatchItem::Object(kind, f(object)),
+            WatchItem::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => WatchItem::Bookmark {
+                resource_version,
+                initial_events_end,
+            },
+            WatchItem::Error(err) => WatchItem::Error(err),
+        }
+    }
+}
+
+/// A watch event with the object as it was before a MODIFIED change, for code that applies selectors itself (the
+/// watch of a provided resource): an object that stops matching is then DELETED and one that starts matching ADDED,
+/// as the watch cache sends them.
+#[derive(Clone, Debug)]
+pub struct WatchChange<T> {
+    pub item: WatchItem<T>,
+    /// For MODIFIED: the object before the change, when known.
+    pub previous: Option<T>,
+}
+
+impl<T> WatchChange<T> {
+    /// The same change with its objects turned into another type.
+    pub fn map<U>(self, f: impl Fn(T) -> U) -> WatchChange<U> {
+        WatchChange {
+            previous: self.previous.map(&f),
+            item: self.item.map(f),
+        }
+    }
+}
+
+impl<T> From<WatchItem<T>> for WatchChange<T> {
+    fn from(item: WatchItem<T>) -> Self {
+        WatchChange {
+            item,
+            previous: None,
+        }
+    }
+}
+
+/// A typed watch stream with previous objects.
+pub type WatchChanges<T> = BoxStream<'static, WatchChange<T>>;
+
+impl<T> From<Vec<T>> for ObjectList<T> {
+    /// A list without resourceVersion or continue token.
+    fn from(items: Vec<T>) -> Self {
+        ObjectList {
+            metadata: ListMeta::default(),
+            items,
+        }
+    }
+}
+
 /// The generic registry of one resource (upstream `genericregistry.Store`): stores hub objects of `T` in a
 /// [`Storage`] in the storage version, applying the strategy and upstream's rules for system fields, optimistic
 /// concurrency, generated names and dry runs.
@@ -1170,6 +1229,29 @@ impl<T: Resource> Store<T> {
         Ok(events
             .filter_map(move |event| {
                 futures::future::ready(store.watch_item(event, allow_bookmarks))
+            })
+            .boxed())
+    }
+
+    /// Like [`Store::watch`], with the previous object of each MODIFIED event.
+    pub async fn watch_changes(
+        &self,
+        namespace: Option<&str>,
+        request: &ListRequest,
+    ) -> Result<WatchChanges<T>, ApiError> {
+        let events = self.watch_events(namespace, request).await?;
+        let store = self.clone();
+        let allow_bookmarks = request.allow_watch_bookmarks;
+        Ok(events
+            .filter_map(move |event| {
+                let previous = match (event.event_type, &event.prev_value) {
+                    (EventType::Modified, Some(value)) => store.codec.decode_stored(value).ok(),
+                    _ => None,
+                };
+                let change = store
+                    .watch_item(event, allow_bookmarks)
+                    .map(|item| WatchChange { item, previous });
+                futures::future::ready(change)
             })
             .boxed())
     }

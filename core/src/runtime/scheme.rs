@@ -629,6 +629,7 @@ impl<H: Resource> ResourceCodec<H> {
             subresources: H::SUBRESOURCES,
             custom_subresources: Vec::new(),
             read_only: false,
+            watch: true,
             versions: self.versions().collect(),
             schemas: self
                 .versions
@@ -652,8 +653,10 @@ pub struct KindDescription {
     pub subresources: &'static [&'static str],
     /// Subresources answered by the server's own code (`Api::subresource`).
     pub custom_subresources: Vec<SubresourceDescription>,
-    /// Served by the server's own code with `get` and `list` only (`Api::provided`), not by storage.
+    /// Served by the server's own code with `get` and `list` (`Api::provided`), not by storage.
     pub read_only: bool,
+    /// Answers `watch` (stored kinds do; provided ones when their code can).
+    pub watch: bool,
     pub versions: Vec<&'static str>,
     /// The OpenAPI v3 schema of each served version's root type.
     pub schemas: BTreeMap<&'static str, serde_json::Value>,
