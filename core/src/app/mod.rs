@@ -308,6 +308,22 @@ impl Assembly {
         Ok(store)
     }
 
+    /// Serves a stored resource in API group `group` as well (one storage, two groups, as upstream serves
+    /// `events` in the core group and `events.k8s.io`): clients of either group read and write the same objects,
+    /// each seeing its own group's `apiVersion`; discovery, OpenAPI, authorization and admission see two
+    /// resources. Returns the store of the second group.
+    pub fn serve_in_group<T: Resource>(
+        &mut self,
+        store: &Store<T>,
+        group: &'static str,
+    ) -> Store<T> {
+        let store = store.in_group(group);
+        let served = store.clone();
+        self.resources
+            .push(Box::new(move |api| api.resource(served)));
+        store
+    }
+
     /// Serves a resource whose objects `provider` gives (`get`, `list`, and `watch` when the provider watches),
     /// in discovery and OpenAPI in the order added, authorized and audited as stored ones.
     pub fn provided<T: Resource>(&mut self, codec: ResourceCodec<T>, provider: impl Provider<T>) {

@@ -108,7 +108,7 @@ impl<T: Resource> ProvidedEndpoint<T> {
             .provider
             .get(context.namespace(), context.name())
             .await?
-            .ok_or_else(|| ApiError::not_found(&T::group_resource(), context.name()))?;
+            .ok_or_else(|| ApiError::not_found(&self.codec.group_resource(), context.name()))?;
         render_object(&self.codec, context, output, StatusCode::OK, &object)
     }
 

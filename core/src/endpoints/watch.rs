@@ -97,7 +97,12 @@ async fn start<T: Resource>(
     };
     let frames = until_error(events, |event| event.event_type == EventType::Error)
         .filter_map(move |event| futures::future::ready(stored.frame(event)));
-    Ok(stream::<T>(context, &watch, frames))
+    Ok(stream::<T>(
+        context,
+        &watch,
+        endpoint.store.codec().group(),
+        frames,
+    ))
 }
 
 /// Answers a watch with events from code (a provided resource): encoded, framed, timed and counted as a stored
@@ -111,7 +116,7 @@ pub(super) fn respond_items<T: Resource>(
     let encoder = watch.encoder(codec, context);
     let frames = until_error(items, |item| matches!(item, WatchItem::Error(_)))
         .filter_map(move |item| futures::future::ready(encoder.frame(item)));
-    stream::<T>(context, watch, frames)
+    stream::<T>(context, watch, codec.group(), frames)
 }
 
 /// Ends a stream after its first error event, as upstream's watch server stops after an ERROR.
@@ -134,13 +139,14 @@ fn until_error<S: Stream>(
 fn stream<T: Resource>(
     context: &Context,
     watch: &WatchRequest,
+    group: &str,
     frames: impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
 ) -> Response {
     let timeout = watch.timeout;
     let counted = context
         .metrics
         .as_ref()
-        .map(|m| m.watch_opened(T::GROUP, context.version(), T::KIND));
+        .map(|m| m.watch_opened(group, context.version(), T::KIND));
     let frames = frames
         .inspect(move |frame| {
             if let (Some(series), Ok(frame)) = (&counted, frame) {

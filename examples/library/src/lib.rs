@@ -1,5 +1,6 @@
 //! A library of books (`library.example.com`): v2 (preferred) says a book has authors, v1 (the storage version)
-//! knew only one author and is declared lossless, so a book with several authors keeps them all.
+//! knew only one author and is declared lossless, so a book with several authors keeps them all. The same books
+//! are served in `archive.example.com` too, from the same storage.
 
 use apiserver::admission::{Attributes, KindCheck, Operation, check};
 use apiserver::app::{App, RecommendedOptions, StartError, Started};
@@ -134,7 +135,9 @@ pub async fn start(options: Options) -> Result<Started, StartError> {
         .version(apiserver::version_info!())
         .open()
         .await?;
-    app.store(book_codec(), BookStrategy)?;
+    let books = app.store(book_codec(), BookStrategy)?;
+    // The same books in a second group, as `books.archive.example.com`.
+    app.serve_in_group(&books, "archive.example.com");
     app.admission_plugin("NoAnonymousBooks", true, |_| Ok(check(NoAnonymousBooks)));
     app.bind().await
 }
