@@ -53,15 +53,19 @@ fn render_encoded_list<T: Resource>(
 ) -> Result<Response, ApiError> {
     let store = &endpoint.store;
     let version = context.version();
-    let items =
-        endpoint
-            .encoded
-            .encoded(&list.items, version, media_type, Form::ListItem, |stored| {
-                store
-                    .codec()
-                    .encode_list_item(&store.decode(stored)?, version, media_type)
-                    .map_err(ApiError::internal)
-            })?;
+    let api_version = store.codec().group_version(version).api_version();
+    let items = endpoint.encoded.encoded(
+        &list.items,
+        &api_version,
+        media_type,
+        Form::ListItem,
+        |stored| {
+            store
+                .codec()
+                .encode_list_item(&store.decode(stored)?, version, media_type)
+                .map_err(ApiError::internal)
+        },
+    )?;
     let body = store
         .codec()
         .encode_list_of_items(&list.metadata, &items, version, media_type)

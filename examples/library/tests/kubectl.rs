@@ -172,6 +172,17 @@ async fn books_keep_all_their_authors_through_the_one_author_storage_version() {
 async fn books_are_served_in_a_second_group_from_the_same_storage() {
     let library = Library::start().await;
     library.ok(&["create", "-f", "-"], Some(DUNE)).await;
+    // Read through the library first: what the server keeps encoded for it is not what the archive answers.
+    let kept = library
+        .ok(
+            &["get", "books.v2.library.example.com", "dune", "-o", "json"],
+            None,
+        )
+        .await;
+    assert!(
+        kept.contains(r#""apiVersion": "library.example.com/v2""#),
+        "{kept}"
+    );
 
     let archived = library
         .ok(
