@@ -20,11 +20,10 @@
 //!    a kubeconfig: `kubectl --kubeconfig <data-dir>/kubeconfig get books` works at once.
 //!
 //! ```no_run
-//! use apiserver::app::{App, RecommendedOptions, StartError, Started};
+//! use apiserver::app::{App, Options, StartError, Started};
 //! use apiserver::meta::ObjectMeta;
 //! use apiserver::registry::Strategy;
 //! use apiserver::runtime::ResourceCodec;
-//! use apiserver::clap;
 //!
 //! /// 1. The hub.
 //! #[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
@@ -59,14 +58,8 @@
 //! struct BookStrategy;
 //! impl Strategy<Book> for BookStrategy {}
 //!
-//! #[derive(clap::Parser)]
-//! /// Serves library.example.com.
-//! struct Options {
-//!     #[command(flatten)]
-//!     server: RecommendedOptions,
-//! }
-//!
-//! /// 5. The server.
+//! /// 5. The server: the framework's command line (`Options<RocksOptions>` would add RocksDB's flags), the
+//! /// stores, the plugins.
 //! async fn start(options: Options) -> Result<Started, StartError> {
 //!     let mut app = App::new("library-apiserver", options.server).open().await?;
 //!     // 3. The codec: v1, stored as v1.
@@ -74,11 +67,9 @@
 //!     app.bind().await
 //! }
 //!
-//! #[apiserver::tokio::main(crate = "apiserver::tokio")]
-//! async fn main() -> std::process::ExitCode {
-//!     let options = <Options as clap::Parser>::parse();
-//!     apiserver::app::main("library-apiserver", &options.server.clone(), start(options)).await
-//! }
+//! // `--help` names and describes the binary after its package.
+//! apiserver::main!(start);
+//! # #[cfg(any())] fn main() {} // (so that rustdoc keeps the modules above at the top level)
 //! ```
 //!
 //! # Modules

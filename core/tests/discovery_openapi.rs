@@ -33,6 +33,7 @@ fn kinds() -> Vec<KindDescription> {
             subresources: &[],
             custom_subresources: Vec::new(),
             read_only: false,
+            watch: true,
             versions: vec!["v1alpha1", "v1", "v1beta1"],
             schemas: BTreeMap::from([
                 ("v1alpha1", schema("v1alpha1", "Widget")),
@@ -51,6 +52,7 @@ fn kinds() -> Vec<KindDescription> {
             subresources: &[],
             custom_subresources: Vec::new(),
             read_only: false,
+            watch: true,
             versions: vec!["v1"],
             schemas: BTreeMap::from([("v1", schema("v1", "Gadget"))]),
         },
@@ -343,4 +345,48 @@ async fn openapi_v2_document() {
     )
     .await;
     assert_eq!(code, 406);
+}
+
+/// A kind provided by code lists `watch` in discovery, and says "watch" in OpenAPI, only when its code watches.
+#[tokio::test]
+async fn provided_kinds_list_watch_only_when_they_watch() {
+    let provided = |kind: &'static str, plural: &'static str, watch: bool| KindDescription {
+        kind,
+        plural,
+        singular: "",
+        read_only: true,
+        watch,
+        versions: vec!["v1"],
+        schemas: BTreeMap::from([("v1", json!({"type": "object"}))]),
+        ..kinds().remove(1)
+    };
+    let kinds = [
+        provided("Gauge", "gauges", false),
+        provided("Meter", "meters", true),
+    ];
+    let router = Discovery::new(&kinds).router();
+    let (_, _, body) = get(&router, "/apis/example.com/v1", &[]).await;
+    let resources = json_of(&body);
+    let verbs = |name: &str| {
+        resources["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap()["verbs"]
+            .clone()
+    };
+    assert_eq!(verbs("gauges"), json!(["get", "list"]));
+    assert_eq!(verbs("meters"), json!(["get", "list", "watch"]));
+
+    let router = OpenApi::new(&kinds, "test", "0.1.0").router();
+    let (_, _, body) = get(&router, "/openapi/v3/apis/example.com/v1", &[]).await;
+    let paths = &json_of(&body)["paths"];
+    let list = |plural: &str| {
+        let path = &paths[format!("/apis/example.com/v1/{plural}")];
+        assert!(path.get("post").is_none(), "{path}");
+        path["get"]["description"].clone()
+    };
+    assert_eq!(list("gauges"), "list objects of kind Gauge");
+    assert_eq!(list("meters"), "list or watch objects of kind Meter");
 }

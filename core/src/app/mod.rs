@@ -46,13 +46,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 pub use backend::{Memory, OpenContext, StorageBackend, open_error};
-pub use options::{Mode, RecommendedOptions, StorageMediaType, StorageOptions};
+pub use options::{Mode, NoFlags, Options, RecommendedOptions, StorageMediaType, StorageOptions};
 
 use crate::admission::{
-    AdmissionOptions, Initializer, MUTATING_ADMISSION_POLICY, MUTATING_ADMISSION_WEBHOOK,
-    MutatingPolicies, MutatingWebhooks, NAMESPACE_LIFECYCLE, NamespaceLifecycle, Plugin,
-    PluginError, Plugins, VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_WEBHOOK,
-    ValidatingPolicies, ValidatingWebhooks,
+    AdmissionOptions, Initializer, KindCheck, MUTATING_ADMISSION_POLICY,
+    MUTATING_ADMISSION_WEBHOOK, MutatingPolicies, MutatingWebhooks, NAMESPACE_LIFECYCLE,
+    NamespaceLifecycle, Plugin, PluginError, Plugins, VALIDATING_ADMISSION_POLICY,
+    VALIDATING_ADMISSION_WEBHOOK, ValidatingPolicies, ValidatingWebhooks, check,
 };
 use crate::auth::{
     ALL_AUTHENTICATED_GROUP, BearerTokens, DEFAULT_ALWAYS_ALLOW_PATHS, SYSTEM_PRIVILEGED_GROUP,
@@ -313,8 +313,24 @@ impl Assembly {
         Ok(store)
     }
 
-    /// Serves a resource whose objects `provider` gives (`get` and `list` only), in discovery and OpenAPI in the
-    /// order added, authorized and audited as stored ones.
+    /// Serves a stored resource in API group `group` as well (one storage, two groups, as upstream serves
+    /// `events` in the core group and `events.k8s.io`): clients of either group read and write the same objects,
+    /// each seeing its own group's `apiVersion`; discovery, OpenAPI, authorization and admission see two
+    /// resources. Returns the store of the second group.
+    pub fn serve_in_group<T: Resource>(
+        &mut self,
+        store: &Store<T>,
+        group: &'static str,
+    ) -> Store<T> {
+        let store = store.in_group(group);
+        let served = store.clone();
+        self.resources
+            .push(Box::new(move |api| api.resource(served)));
+        store
+    }
+
+    /// Serves a resource whose objects `provider` gives (`get`, `list`, and `watch` when the provider watches),
+    /// in discovery and OpenAPI in the order added, authorized and audited as stored ones.
     pub fn provided<T: Resource>(&mut self, codec: ResourceCodec<T>, provider: impl Provider<T>) {
         self.resources
             .push(Box::new(move |api| api.provided(codec, provider)));
@@ -340,6 +356,20 @@ impl Assembly {
         F: Fn(&Initializer) -> Result<Arc<dyn Plugin>, PluginError> + Send + Sync + 'static,
     {
         self.plugins = std::mem::take(&mut self.plugins).register(name, enabled_by_default, build);
+    }
+
+    /// Registers a validating plugin about one kind ([`KindCheck`], wrapped by [`check`]) as
+    /// [`Assembly::admission_plugin`] does; `build` makes the rule from the initializer (its listers, the core
+    /// cluster).
+    pub fn kind_check<T, C, F>(&mut self, name: &str, enabled_by_default: bool, build: F)
+    where
+        T: Resource,
+        C: KindCheck<T>,
+        F: Fn(&Initializer) -> Result<C, PluginError> + Send + Sync + 'static,
+    {
+        self.admission_plugin(name, enabled_by_default, move |initializer| {
+            Ok(check(build(initializer)?))
+        });
     }
 
     /// Runs a controller once the server listens, unless `--controllers` leaves it out; its post-start hook is
@@ -554,17 +584,44 @@ pub struct Started {
     pub backend: &'static str,
 }
 
-/// A server binary's `main`: starts logs and traces as the options say, then `start`, prints where the server
-/// is, and serves until SIGINT or SIGTERM. Errors go to stderr as `<name>: <error>` with a failing exit code.
-pub async fn main<E: std::fmt::Display>(
-    name: &str,
-    options: &RecommendedOptions,
-    start: impl Future<Output = Result<Started, E>>,
-) -> ExitCode {
+/// What a binary says of itself in `--help` and `--version`: its Cargo package's name, version and description,
+/// as [`main!`](crate::main) reads them.
+#[derive(Clone, Copy, Debug)]
+pub struct Package {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub description: &'static str,
+}
+
+/// A server binary's `main` (written for you by [`main!`](crate::main)): parses the command line into `start`'s
+/// options `O` (the framework's generic [`Options`] named and described after `package`), starts logs and traces
+/// as the [`RecommendedOptions`] among them say, then `start`, prints where the server is, and serves until
+/// SIGINT or SIGTERM. Errors go to stderr as `<name>: <error>` with a failing exit code.
+pub async fn main<O, E, F, Fut>(package: Package, start: F) -> ExitCode
+where
+    O: clap::Parser,
+    E: std::fmt::Display,
+    F: FnOnce(O) -> Fut,
+    Fut: Future<Output = Result<Started, E>>,
+{
+    use clap::FromArgMatches;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
 
-    let telemetry = match options.tracing.start() {
+    let mut command = O::command();
+    // The framework's own `Options` carries the framework's name until the binary's package names it.
+    if command.get_name() == env!("CARGO_PKG_NAME") {
+        command = command.name(package.name).version(package.version);
+        if !package.description.is_empty() {
+            command = command.about(package.description);
+        }
+    }
+    let name = command.get_name().to_string();
+    // One parse gives both the binary's options and the framework's among them (flattened, they share ids).
+    let matches = command.get_matches();
+    let options = O::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let server = RecommendedOptions::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let telemetry = match server.tracing.start() {
         Ok(telemetry) => telemetry,
         Err(e) => {
             eprintln!("{name}: {e}");
@@ -573,10 +630,10 @@ pub async fn main<E: std::fmt::Display>(
     };
     let target = name.replace('-', "_");
     tracing_subscriber::registry()
-        .with(options.logging.layer(&[target.as_str()]))
+        .with(server.logging.layer(&[target.as_str()]))
         .with(telemetry.as_ref().map(|t| t.layer()))
         .init();
-    let started = match start.await {
+    let started = match start(options).await {
         Ok(started) => started,
         Err(e) => {
             eprintln!("{name}: {e}");
@@ -604,4 +661,29 @@ pub async fn main<E: std::fmt::Display>(
             ExitCode::FAILURE
         }
     }
+}
+
+/// A server binary's whole `main` in one line, `apiserver::main!(my_server::start);`: a Tokio runtime running
+/// [`app::main`](crate::app::main) with the binary's package name, version and description.
+#[macro_export]
+macro_rules! main {
+    ($start:expr) => {
+        fn main() -> ::std::process::ExitCode {
+            let package = $crate::app::Package {
+                name: env!("CARGO_PKG_NAME"),
+                version: env!("CARGO_PKG_VERSION"),
+                description: env!("CARGO_PKG_DESCRIPTION"),
+            };
+            match $crate::tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime.block_on($crate::app::main(package, $start)),
+                Err(e) => {
+                    eprintln!("{}: {e}", package.name);
+                    ::std::process::ExitCode::FAILURE
+                }
+            }
+        }
+    };
 }

@@ -15,6 +15,25 @@ use crate::telemetry::TracingOptions;
 
 // The doc comments of flattened structs would become the binary's `about`: these structs carry `about = None`.
 
+/// A server binary's whole command line when it has no flags of its own: the framework's, and those of the storage
+/// backends `B` it brings (e.g. `apiserver_storage_rocks::RocksOptions`; by default none, memory is always
+/// there). [`main!`](crate::main) names and describes it after the binary's package. A binary with flags of its
+/// own writes its own `clap::Parser` struct flattening [`RecommendedOptions`] instead.
+#[derive(Clone, Debug, clap::Parser)]
+#[command(version, about = None, long_about = None)]
+pub struct Options<B: clap::Args = NoFlags> {
+    #[command(flatten)]
+    pub server: RecommendedOptions,
+
+    #[command(flatten)]
+    pub backend: B,
+}
+
+/// No flags: the backends of a server built with the memory backend only.
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+#[command(about = None, long_about = None)]
+pub struct NoFlags {}
+
 /// Everything a server's command line needs besides its backends' flags.
 #[derive(Clone, Debug, clap::Args)]
 #[command(about = None, long_about = None)]

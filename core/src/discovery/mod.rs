@@ -271,12 +271,13 @@ fn api_resources(kind: &KindDescription) -> Vec<APIResource> {
     resources
 }
 
-/// The verbs of a kind's main resource: all of them when stored, `get` and `list` when provided by code.
+/// The verbs of a kind's main resource: all of them when stored; `get`, `list` and, when its code follows
+/// changes, `watch` when provided by code.
 fn resource_verbs(kind: &KindDescription) -> &'static [&'static str] {
-    if kind.read_only {
-        &["get", "list"]
-    } else {
-        &RESOURCE_VERBS
+    match (kind.read_only, kind.watch) {
+        (false, _) => &RESOURCE_VERBS,
+        (true, true) => &["get", "list", "watch"],
+        (true, false) => &["get", "list"],
     }
 }
 

@@ -143,9 +143,11 @@ impl Api {
         self
     }
 
-    /// Serves `T` through `store`, in every version its codec serves.
+    /// Serves `T` through `store`, in every version its codec serves, in the codec's group: a store's
+    /// [`in_group`](Store::in_group) copy added beside it serves the same objects in a second group.
     pub fn resource<T: Resource>(mut self, store: Store<T>) -> Self {
-        let key = (T::GROUP.to_string(), T::PLURAL.to_string());
+        let group = store.codec().group();
+        let key = (group.to_string(), T::PLURAL.to_string());
         if !self.resources.contains_key(&key) {
             self.order.push(key.clone());
         }
@@ -157,7 +159,7 @@ impl Api {
                 encoded: self.encoded.clone(),
             };
             self.resources.insert(
-                (T::GROUP.to_string(), format!("{}/status", T::PLURAL)),
+                (group.to_string(), format!("{}/status", T::PLURAL)),
                 Arc::new(status),
             );
         }
@@ -168,7 +170,7 @@ impl Api {
                 paths,
             };
             self.resources.insert(
-                (T::GROUP.to_string(), format!("{}/scale", T::PLURAL)),
+                (group.to_string(), format!("{}/scale", T::PLURAL)),
                 Arc::new(scale),
             );
         }
@@ -182,14 +184,14 @@ impl Api {
         self
     }
 
-    /// Serves `T` with objects from `provider` (`get` and `list` only; writes and watches are 405), in every version
-    /// `codec` serves.
+    /// Serves `T` with objects from `provider` (`get`, `list`, and `watch` when the provider
+    /// [`watches`](Provider::watches); other verbs are 405), in every version `codec` serves.
     pub fn provided<T: Resource>(
         mut self,
         codec: ResourceCodec<T>,
         provider: impl Provider<T>,
     ) -> Self {
-        let key = (T::GROUP.to_string(), T::PLURAL.to_string());
+        let key = (codec.group().to_string(), T::PLURAL.to_string());
         if !self.resources.contains_key(&key) {
             self.order.push(key.clone());
         }
@@ -214,12 +216,13 @@ impl Api {
             verbs: handler.verbs(),
             response_kind: handler.response_kind(),
         };
-        let parent = (T::GROUP.to_string(), T::PLURAL.to_string());
+        let group = store.codec().group();
+        let parent = (group.to_string(), T::PLURAL.to_string());
         let descriptions = self.custom.entry(parent).or_default();
         descriptions.retain(|d| d.name != name);
         descriptions.push(description);
         self.resources.insert(
-            (T::GROUP.to_string(), format!("{}/{name}", T::PLURAL)),
+            (group.to_string(), format!("{}/{name}", T::PLURAL)),
             Arc::new(SubresourceEndpoint {
                 store: store.clone(),
                 handler,

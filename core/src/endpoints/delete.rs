@@ -58,7 +58,7 @@ pub(super) async fn delete<T: Resource>(
                 let status = Status {
                     details: Some(StatusDetails {
                         name: object.metadata().name.clone(),
-                        group: T::GROUP.to_string(),
+                        group: endpoint.store.codec().group().to_string(),
                         kind: T::PLURAL.to_string(),
                         uid: object.metadata().uid.clone(),
                         ..StatusDetails::default()

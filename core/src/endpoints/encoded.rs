@@ -73,12 +73,12 @@ impl EncodedObjects {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// `items` in `form` as `version` in `media_type`, from what is kept, and from `encode` for the rest (which
-    /// are then kept).
+    /// `items` in `form` as `api_version` (`<group>/<version>`: one storage may be served in two groups) in
+    /// `media_type`, from what is kept, and from `encode` for the rest (which are then kept).
     pub fn encoded(
         &self,
         items: &[StoredObject],
-        version: &str,
+        api_version: &str,
         media_type: MediaType,
         form: Form,
         mut encode: impl FnMut(&StoredObject) -> Result<Vec<u8>, ApiError>,
@@ -86,7 +86,7 @@ impl EncodedObjects {
         let key = |stored: &StoredObject| FormKey {
             key: stored.key.clone(),
             revision: stored.revision,
-            version: version.to_string(),
+            version: api_version.to_string(),
             media_type,
             form,
         };

@@ -27,9 +27,10 @@ pub(super) async fn get<T: Resource>(endpoint: &Endpoint<T>, context: Context) -
             let _span = crate::telemetry::step_span("SerializeObject").entered();
             let store = &endpoint.store;
             let version = context.version();
+            let api_version = store.codec().group_version(version).api_version();
             let body = endpoint.encoded.encoded(
                 std::slice::from_ref(&stored),
-                version,
+                &api_version,
                 media_type,
                 Form::Object,
                 |stored| {

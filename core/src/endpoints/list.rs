@@ -64,6 +64,11 @@ fn render_encoded_list<T: Resource>(
         store: endpoint.store.clone(),
         encoded: endpoint.encoded.clone(),
         version: context.version().to_string(),
+        api_version: endpoint
+            .store
+            .codec()
+            .group_version(context.version())
+            .api_version(),
         media_type,
         stored: list.items.into_iter(),
         ready: Vec::new().into_iter(),
@@ -116,6 +121,9 @@ struct ListPieces<T: Resource> {
     store: Store<T>,
     encoded: Arc<EncodedObjects>,
     version: String,
+    /// The served group and version: what kept encodings are looked up by (a resource may be served in two
+    /// groups).
+    api_version: String,
     media_type: MediaType,
     /// Items not encoded yet.
     stored: std::vec::IntoIter<StoredObject>,
@@ -130,13 +138,18 @@ struct ListPieces<T: Resource> {
 impl<T: Resource> ListPieces<T> {
     fn encode(&self, items: &[StoredObject]) -> Result<Vec<Bytes>, ApiError> {
         let (store, version, media_type) = (&self.store, self.version.as_str(), self.media_type);
-        self.encoded
-            .encoded(items, version, media_type, Form::ListItem, |stored| {
+        self.encoded.encoded(
+            items,
+            &self.api_version,
+            media_type,
+            Form::ListItem,
+            |stored| {
                 store
                     .codec()
                     .encode_list_item(&store.decode(stored)?, version, media_type)
                     .map_err(ApiError::internal)
-            })
+            },
+        )
     }
 }
 

@@ -72,7 +72,7 @@ impl<'a, T: Resource> Tracking<'a, T> {
         Tracking {
             codec,
             version: context.version(),
-            api_version: T::group_version(context.version()).api_version(),
+            api_version: codec.group_version(context.version()).api_version(),
             subresource: context.info.subresource.clone(),
             reset: ResetFields::for_endpoint(T::has_status_subresource(), is_status),
             manager,

@@ -303,7 +303,7 @@ impl<T: Resource> UpdatedObject<T> for Patched<'_, T> {
             return admit(self.admission, self.attributes, object, current).await;
         }
         let current =
-            current.ok_or_else(|| ApiError::not_found(&T::group_resource(), self.name))?;
+            current.ok_or_else(|| ApiError::not_found(&self.codec.group_resource(), self.name))?;
         let patched = cpu_heavy(|| self.apply(current))?;
         let decode = || {
             self.codec

@@ -239,7 +239,7 @@ impl<T: Resource> Scaled<'_, T> {
 impl<T: Resource> UpdatedObject<T> for Scaled<'_, T> {
     async fn updated(&self, current: Option<&T>) -> Result<T, ApiError> {
         let current =
-            current.ok_or_else(|| ApiError::not_found(&T::group_resource(), self.name))?;
+            current.ok_or_else(|| ApiError::not_found(&self.attributes.resource, self.name))?;
         let scale = self.wanted(current)?;
         let replicas = match scale.get("spec").and_then(|s| s.get("replicas")) {
             None | Some(Value::Null) => 0,

@@ -84,6 +84,9 @@ pub(super) fn attributes<T: Resource>(
         dry_run,
         context.user.clone(),
     );
+    // The group the request named: a kind served in two groups is two resources to plugins, as upstream.
+    attributes.kind = codec.group_version(context.version()).with_kind(T::KIND);
+    attributes.resource = codec.group_resource();
     attributes.subresource = context.info.subresource.clone();
     attributes.audit = context.audit.clone();
     attributes.warnings = Some(context.warnings.clone());
@@ -129,7 +132,7 @@ impl<T: Resource> UpdatedObject<T> for Admitted<'_, T> {
             && *requested != current.metadata().resource_version
         {
             return Err(ApiError::conflict(
-                &T::group_resource(),
+                &self.attributes.resource,
                 &current.metadata().name,
                 OPTIMISTIC_LOCK_ERROR_MSG,
             ));

@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use http::{HeaderValue, StatusCode, header};
 
 use super::api::Endpoint;
@@ -21,8 +21,8 @@ use super::params::ListParams;
 use super::table::{IncludeObject, table};
 use crate::codec::{self, MediaType};
 use crate::meta::{ListMeta, Status};
-use crate::registry::{ApiError, Store, WatchItem};
-use crate::runtime::Resource;
+use crate::registry::{ApiError, ListRequest, Store, WatchItem};
+use crate::runtime::{Resource, ResourceCodec};
 use crate::storage::{EventType, INITIAL_EVENTS_END_ANNOTATION, WatchEvent};
 
 /// Upstream's `MinRequestTimeout` (1800 s): a watch without `timeoutSeconds` lasts between it and twice it.
@@ -47,44 +47,106 @@ pub(super) async fn watch<T: Resource>(endpoint: &Endpoint<T>, context: Context)
     finish(&context, result)
 }
 
+/// What a watch asks for, parsed the same way for stored and provided resources.
+pub(super) struct WatchRequest {
+    pub output: Output,
+    pub include: IncludeObject,
+    pub timeout: Duration,
+    pub request: ListRequest,
+}
+
+impl WatchRequest {
+    pub fn parse<T: Resource>(context: &Context) -> Result<Self, ApiError> {
+        let output = Output::negotiate(context, true)?;
+        output.check_transform(true, &format!("*{}.{}List", context.version(), T::KIND))?;
+        let params = ListParams::parse(&context.params)?;
+        let timeout = watch_timeout(params.timeout_seconds);
+        let include = IncludeObject::parse(&context.params)?;
+        Ok(WatchRequest {
+            output,
+            include,
+            timeout,
+            request: list_request::<T>(params, context)?,
+        })
+    }
+
+    fn encoder<T: Resource>(&self, codec: &ResourceCodec<T>, context: &Context) -> EventEncoder<T> {
+        EventEncoder {
+            codec: codec.clone(),
+            version: context.version().to_string(),
+            output: self.output,
+            include: self.include,
+            allow_bookmarks: self.request.allow_watch_bookmarks,
+        }
+    }
+}
+
 async fn start<T: Resource>(
     endpoint: &Endpoint<T>,
     context: &Context,
 ) -> Result<Response, ApiError> {
-    let output = Output::negotiate(context, true)?;
-    output.check_transform(true, &format!("*{}.{}List", context.version(), T::KIND))?;
-    let params = ListParams::parse(&context.params)?;
-    let timeout = watch_timeout(params.timeout_seconds);
-    let request = list_request::<T>(params, context)?;
-    let allow_bookmarks = request.allow_watch_bookmarks;
+    let watch = WatchRequest::parse::<T>(context)?;
     let events = endpoint
         .store
-        .watch_events(context.namespace(), &request)
+        .watch_events(context.namespace(), &watch.request)
         .await?;
-
-    let encoder = EventEncoder {
+    let stored = StoredFrames {
         store: endpoint.store.clone(),
         frames: endpoint.frames.clone(),
-        version: context.version().to_string(),
-        output,
-        include: IncludeObject::parse(&context.params)?,
+        encoder: watch.encoder(endpoint.store.codec(), context),
     };
-    // The stream stops after an ERROR event, as upstream's watch server does.
-    let frames = events
-        .scan(false, |ended, event| {
-            let out = if *ended {
-                None
-            } else {
-                *ended = event.event_type == EventType::Error;
-                Some(event)
-            };
-            futures::future::ready(out)
-        })
-        .filter_map(move |event| futures::future::ready(encoder.frame(event, allow_bookmarks)));
+    let frames = until_error(events, |event| event.event_type == EventType::Error)
+        .filter_map(move |event| futures::future::ready(stored.frame(event)));
+    Ok(stream::<T>(
+        context,
+        &watch,
+        endpoint.store.codec().group(),
+        frames,
+    ))
+}
+
+/// Answers a watch with events from code (a provided resource): encoded, framed, timed and counted as a stored
+/// resource's.
+pub(super) fn respond_items<T: Resource>(
+    context: &Context,
+    watch: &WatchRequest,
+    codec: &ResourceCodec<T>,
+    items: impl Stream<Item = WatchItem<T>> + Send + 'static,
+) -> Response {
+    let encoder = watch.encoder(codec, context);
+    let frames = until_error(items, |item| matches!(item, WatchItem::Error(_)))
+        .filter_map(move |item| futures::future::ready(encoder.frame(item)));
+    stream::<T>(context, watch, codec.group(), frames)
+}
+
+/// Ends a stream after its first error event, as upstream's watch server stops after an ERROR.
+fn until_error<S: Stream>(
+    events: S,
+    is_error: impl Fn(&S::Item) -> bool,
+) -> impl Stream<Item = S::Item> {
+    events.scan(false, move |ended, event| {
+        let out = if *ended {
+            None
+        } else {
+            *ended = is_error(&event);
+            Some(event)
+        };
+        futures::future::ready(out)
+    })
+}
+
+/// The streamed response: frames until the timeout, the end of the events or the server's drain.
+fn stream<T: Resource>(
+    context: &Context,
+    watch: &WatchRequest,
+    group: &str,
+    frames: impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+) -> Response {
+    let timeout = watch.timeout;
     let counted = context
         .metrics
         .as_ref()
-        .map(|m| m.watch_opened(T::GROUP, context.version(), T::KIND));
+        .map(|m| m.watch_opened(group, context.version(), T::KIND));
     let frames = frames
         .inspect(move |frame| {
             if let (Some(series), Ok(frame)) = (&counted, frame) {
@@ -103,44 +165,60 @@ async fn start<T: Resource>(
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static(output.media_type.watch_response_content_type()),
+        HeaderValue::from_static(watch.output.media_type.watch_response_content_type()),
     );
-    Ok(response)
+    response
 }
 
-/// Turns stored watch events into wire frames in one version and form. An object event's frame is encoded once
-/// and shared through the endpoint's [`FrameCache`] by every watcher that receives it in the same form.
-struct EventEncoder<T: Resource> {
+/// Stored events as frames: an object event's frame is encoded once and shared through the endpoint's
+/// [`FrameCache`] by every watcher that receives it in the same form.
+struct StoredFrames<T: Resource> {
     store: Store<T>,
     frames: Arc<FrameCache>,
-    version: String,
-    output: Output,
-    include: IncludeObject,
+    encoder: EventEncoder<T>,
 }
 
-impl<T: Resource> EventEncoder<T> {
-    fn frame(
-        &self,
-        event: WatchEvent,
-        allow_bookmarks: bool,
-    ) -> Option<Result<Bytes, std::io::Error>> {
+impl<T: Resource> StoredFrames<T> {
+    fn frame(&self, event: WatchEvent) -> Option<Result<Bytes, std::io::Error>> {
+        let encoder = &self.encoder;
         let key = match event.event_type {
             EventType::Added | EventType::Modified | EventType::Deleted => Some(FrameKey {
                 revision: event.revision,
                 key: event.key.clone(),
                 event: event.event_type,
-                version: self.version.clone(),
-                media_type: self.output.media_type,
-                transform: self.output.transform,
-                include: self.include,
+                version: encoder.version.clone(),
+                media_type: encoder.output.media_type,
+                transform: encoder.output.transform,
+                include: encoder.include,
             }),
             _ => None,
         };
         if let Some(frame) = key.as_ref().and_then(|k| self.frames.get(k)) {
             return Some(Ok(frame));
         }
-        let frame = match self.store.watch_item(event, allow_bookmarks)? {
+        let frame = encoder.frame(self.store.watch_item(event, encoder.allow_bookmarks)?)?;
+        if let (Some(key), Ok(frame)) = (key, &frame) {
+            self.frames.insert(key, frame.clone());
+        }
+        Some(frame)
+    }
+}
+
+/// Turns typed watch events into wire frames in one version and form.
+struct EventEncoder<T: Resource> {
+    codec: ResourceCodec<T>,
+    version: String,
+    output: Output,
+    include: IncludeObject,
+    allow_bookmarks: bool,
+}
+
+impl<T: Resource> EventEncoder<T> {
+    /// The frame of one event; `None` for a bookmark the watcher did not ask for.
+    fn frame(&self, item: WatchItem<T>) -> Option<Result<Bytes, std::io::Error>> {
+        Some(match item {
             WatchItem::Object(kind, object) => self.encode(event_name(kind), self.object(&object)),
+            WatchItem::Bookmark { .. } if !self.allow_bookmarks => return None,
             WatchItem::Bookmark {
                 resource_version,
                 initial_events_end,
@@ -157,11 +235,7 @@ impl<T: Resource> EventEncoder<T> {
                 self.encode("BOOKMARK", self.object(&object))
             }
             WatchItem::Error(err) => self.encode("ERROR", self.status(&err)),
-        };
-        if let (Some(key), Ok(frame)) = (key, &frame) {
-            self.frames.insert(key, frame.clone());
-        }
-        Some(frame)
+        })
     }
 
     fn encode(
@@ -193,13 +267,7 @@ impl<T: Resource> EventEncoder<T> {
                 } else {
                     std::slice::from_ref(object)
                 };
-                let table = table(
-                    self.store.codec(),
-                    &self.version,
-                    rows,
-                    metadata,
-                    self.include,
-                )?;
+                let table = table(&self.codec, &self.version, rows, metadata, self.include)?;
                 encode_json_document(&table, media_type, false)
             }
             Transform::PartialObjectMetadata | Transform::PartialObjectMetadataList => {
@@ -212,8 +280,7 @@ impl<T: Resource> EventEncoder<T> {
                 )
             }
             Transform::None => self
-                .store
-                .codec()
+                .codec
                 .encode(object, &self.version, media_type)
                 .map_err(ApiError::internal),
         }

@@ -314,13 +314,18 @@ pub(super) fn add(
     object_and_list.extend(WATCH_MEDIA_TYPES);
     let id_kind = format!("{}{k}", r.scope);
 
-    // The collection: list, create, deletecollection.
+    // The collection: list, create, deletecollection. Upstream's text says "watch" only for a watcher.
     let id = &r.id;
+    let list_doc = if kind.watch {
+        format!("list or watch objects of kind {k}")
+    } else {
+        format!("list objects of kind {k}")
+    };
     let list_op = Resource::with_parameters(
         r.operation(
             format!("list{id}{id_kind}"),
             "list",
-            format!("list or watch objects of kind {k}"),
+            list_doc.clone(),
             &list,
             &["200"],
             &object_and_list,
@@ -448,7 +453,7 @@ pub(super) fn add(
             r.operation(
                 format!("list{id}{k}ForAllNamespaces"),
                 "list",
-                format!("list or watch objects of kind {k}"),
+                list_doc.clone(),
                 &list,
                 &["200"],
                 &object_and_list,

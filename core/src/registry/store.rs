@@ -111,6 +111,65 @@ pub enum WatchItem<T> {
 /// A typed watch stream.
 pub type WatchItems<T> = BoxStream<'static, WatchItem<T>>;
 
+impl<T> WatchItem<T> {
+    /// The same event with its object turned into another type (a provided kind computed from a stored one).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> WatchItem<U> {
+        match self {
+            WatchItem::Object(kind, object) => WatchItem::Object(kind, f(object)),
+            WatchItem::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => WatchItem::Bookmark {
+                resource_version,
+                initial_events_end,
+            },
+            WatchItem::Error(err) => WatchItem::Error(err),
+        }
+    }
+}
+
+/// A watch event with the object as it was before a MODIFIED change, for code that applies selectors itself (the
+/// watch of a provided resource): an object that stops matching is then DELETED and one that starts matching ADDED,
+/// as the watch cache sends them.
+#[derive(Clone, Debug)]
+pub struct WatchChange<T> {
+    pub item: WatchItem<T>,
+    /// For MODIFIED: the object before the change, when known.
+    pub previous: Option<T>,
+}
+
+impl<T> WatchChange<T> {
+    /// The same change with its objects turned into another type.
+    pub fn map<U>(self, f: impl Fn(T) -> U) -> WatchChange<U> {
+        WatchChange {
+            previous: self.previous.map(&f),
+            item: self.item.map(f),
+        }
+    }
+}
+
+impl<T> From<WatchItem<T>> for WatchChange<T> {
+    fn from(item: WatchItem<T>) -> Self {
+        WatchChange {
+            item,
+            previous: None,
+        }
+    }
+}
+
+/// A typed watch stream with previous objects.
+pub type WatchChanges<T> = BoxStream<'static, WatchChange<T>>;
+
+impl<T> From<Vec<T>> for ObjectList<T> {
+    /// A list without resourceVersion or continue token.
+    fn from(items: Vec<T>) -> Self {
+        ObjectList {
+            metadata: ListMeta::default(),
+            items,
+        }
+    }
+}
+
 /// The generic registry of one resource (upstream `genericregistry.Store`): stores hub objects of `T` in a
 /// [`Storage`] in the storage version, applying the strategy and upstream's rules for system fields, optimistic
 /// concurrency, generated names and dry runs.
@@ -196,6 +255,16 @@ impl<T: Resource> Store<T> {
         &self.codec
     }
 
+    /// This store's objects served in API group `group` too: the same storage (and watch cache), read and written
+    /// through [`ResourceCodec::in_group`], so objects carry that group's `apiVersion` and errors name the resource
+    /// in it. Serve it beside the original with [`Api::resource`](crate::endpoints::Api::resource).
+    pub fn in_group(&self, group: &'static str) -> Store<T> {
+        Store {
+            codec: self.codec.clone().in_group(group),
+            ..self.clone()
+        }
+    }
+
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.storage
     }
@@ -205,12 +274,16 @@ impl<T: Resource> Store<T> {
         self.storage.stats(self.keys.root()).await
     }
 
-    fn resource() -> GroupResource {
-        T::group_resource()
+    /// The resource as errors name it: in the group this store serves (see [`Store::in_group`]).
+    fn resource(&self) -> GroupResource {
+        self.codec.group_resource()
     }
 
-    fn kind() -> GroupKind {
-        T::group_kind()
+    fn kind(&self) -> GroupKind {
+        GroupKind {
+            group: self.codec.group().to_string(),
+            kind: T::KIND.to_string(),
+        }
     }
 
     fn key(&self, namespace: Option<&str>, name: &str) -> Result<String, ApiError> {
@@ -218,10 +291,10 @@ impl<T: Resource> Store<T> {
         let key = self
             .keys
             .object(namespace, name)
-            .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
+            .map_err(|e| ApiError::from_storage(e, &self.resource(), name))?;
         // A key no backend accepts (a NUL byte in the name) names nothing that can exist, as on etcd.
         if storage::validate_key(&key).is_err() {
-            return Err(ApiError::not_found(&Self::resource(), name));
+            return Err(ApiError::not_found(&self.resource(), name));
         }
         Ok(key)
     }
@@ -330,7 +403,7 @@ impl<T: Resource> Store<T> {
         errors.extend(self.codec.rule_errors(object, None));
         if !errors.is_empty() {
             return Err(ApiError::invalid(
-                &Self::kind(),
+                &self.kind(),
                 &object.metadata().name,
                 &errors,
             ));
@@ -377,7 +450,7 @@ impl<T: Resource> Store<T> {
         errors.extend(self.codec.rule_errors(object, Some(old)));
         if !errors.is_empty() {
             return Err(ApiError::invalid(
-                &Self::kind(),
+                &self.kind(),
                 &object.metadata().name,
                 &errors,
             ));
@@ -401,7 +474,7 @@ impl<T: Resource> Store<T> {
         errors.extend(self.codec.rule_errors(object, Some(old)));
         if !errors.is_empty() {
             return Err(ApiError::invalid(
-                &Self::kind(),
+                &self.kind(),
                 &object.metadata().name,
                 &errors,
             ));
@@ -461,15 +534,15 @@ impl<T: Resource> Store<T> {
     async fn dry_run_create(&self, key: &str, object: &T) -> Result<T, ApiError> {
         let name = &object.metadata().name;
         match self.storage.get(key, &storage::GetOptions::default()).await {
-            Ok(_) => Err(ApiError::already_exists(&Self::resource(), name)),
+            Ok(_) => Err(ApiError::already_exists(&self.resource(), name)),
             Err(e) if e.is_not_found() => Ok(object.clone()),
-            Err(e) => Err(ApiError::from_storage(e, &Self::resource(), name)),
+            Err(e) => Err(ApiError::from_storage(e, &self.resource(), name)),
         }
     }
 
     /// AlreadyExists says "object is being deleted: " when the existing object has a deletionTimestamp.
     async fn create_error(&self, err: StorageError, key: &str, name: &str) -> ApiError {
-        let mut api = ApiError::from_storage(err, &Self::resource(), name);
+        let mut api = ApiError::from_storage(err, &self.resource(), name);
         if api.reason == "AlreadyExists"
             && let Ok(existing) = self.storage.get(key, &storage::GetOptions::default()).await
             && let Ok(existing) = self.decode(&existing)
@@ -502,7 +575,7 @@ impl<T: Resource> Store<T> {
         self.storage
             .get(&key, &storage::GetOptions { resource_version })
             .await
-            .map_err(|e| ApiError::from_storage(e, &Self::resource(), name))
+            .map_err(|e| ApiError::from_storage(e, &self.resource(), name))
     }
 
     /// Updates (or, where allowed, creates) an object with optimistic concurrency (upstream `Store.Update`).
@@ -544,7 +617,7 @@ impl<T: Resource> Store<T> {
                         if self.status_only
                             || (!self.strategy.allow_create_on_update() && !force_allow_create)
                         {
-                            return Err(ApiError::not_found(&Self::resource(), name));
+                            return Err(ApiError::not_found(&self.resource(), name));
                         }
                         wipe_system_fields(object.metadata_mut());
                         object.metadata_mut().resource_version.clear();
@@ -563,14 +636,14 @@ impl<T: Resource> Store<T> {
                                     "must be specified for an update",
                                 );
                                 return Err(ApiError::invalid(
-                                    &Self::kind(),
+                                    &self.kind(),
                                     name,
                                     &vec![error].into(),
                                 ));
                             }
                         } else if requested != old.metadata().resource_version {
                             return Err(ApiError::conflict(
-                                &Self::resource(),
+                                &self.resource(),
                                 name,
                                 OPTIMISTIC_LOCK_ERROR_MSG,
                             ));
@@ -611,14 +684,14 @@ impl<T: Resource> Store<T> {
             {
                 Ok(stored) => Some(stored),
                 Err(e) if e.is_not_found() => None,
-                Err(e) => return Err(ApiError::from_storage(e, &Self::resource(), name)),
+                Err(e) => return Err(ApiError::from_storage(e, &self.resource(), name)),
             };
             let current_revision = current.as_ref().map(|c| c.revision);
             let tried = try_update(current).await;
             if let Some(written) = self.emptied(&emptied, outcome_ref, None).await? {
                 return Ok(written);
             }
-            tried.map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
+            tried.map_err(|e| ApiError::from_storage(e, &self.resource(), name))?;
             let (created, warnings, object) = take(outcome)?;
             let mut object =
                 object.ok_or_else(|| ApiError::internal("update produced no object"))?;
@@ -641,7 +714,7 @@ impl<T: Resource> Store<T> {
         {
             return Ok(written);
         }
-        let stored = updated.map_err(|e| ApiError::from_storage(e, &Self::resource(), name))?;
+        let stored = updated.map_err(|e| ApiError::from_storage(e, &self.resource(), name))?;
         let (created, warnings, _) = take(outcome)?;
         Ok(Written {
             object: self.decode(&stored)?,
@@ -679,12 +752,12 @@ impl<T: Resource> Store<T> {
                 Err(e) if e.is_not_found() => {}
                 Err(StorageError::InvalidObj { .. }) => {
                     return Err(ApiError::conflict(
-                        &Self::resource(),
+                        &self.resource(),
                         name,
                         OPTIMISTIC_LOCK_ERROR_MSG,
                     ));
                 }
-                Err(e) => return Err(ApiError::from_storage(e, &Self::resource(), name)),
+                Err(e) => return Err(ApiError::from_storage(e, &self.resource(), name)),
             }
         }
         Ok(Some(Written {
@@ -706,7 +779,7 @@ impl<T: Resource> Store<T> {
         admission: &dyn AdmissionCheck<T>,
     ) -> Result<Deletion<T>, ApiError> {
         let key = self.key(namespace, name)?;
-        let resource = Self::resource();
+        let resource = self.resource();
         let current = self
             .storage
             .get(&key, &storage::GetOptions::default())
@@ -782,7 +855,7 @@ impl<T: Resource> Store<T> {
                 Ok(Deletion::Deleted(last_existing.unwrap_or(object)))
             }
             Err(StorageError::InvalidObj { .. }) => Err(preconditions_conflict(
-                &precondition_resource::<T>(),
+                &precondition_resource::<T>(self.codec.group()),
                 name,
                 &request.preconditions,
                 &object,
@@ -829,7 +902,9 @@ impl<T: Resource> Store<T> {
         request: &DeleteRequest,
         grace: &mut Option<i64>,
     ) -> Result<(bool, bool), ApiError> {
-        request.preconditions.check(object, name)?;
+        request
+            .preconditions
+            .check(object, name, self.codec.group())?;
         // Negative values are treated as 1 s on the delete path.
         if grace.is_some_and(|g| g < 0) {
             *grace = Some(1);
@@ -944,7 +1019,7 @@ impl<T: Resource> Store<T> {
         current: StoredObject,
         original: &T,
     ) -> Result<DeletionUpdate<T>, ApiError> {
-        let resource = Self::resource();
+        let resource = self.resource();
         let flow: Mutex<Option<DeletionFlow>> = Mutex::new(None);
         let flow_ref = &flow;
         let set = |value: DeletionFlow| {
@@ -1011,7 +1086,7 @@ impl<T: Resource> Store<T> {
                 .await
                 .map_err(|e| match e {
                     StorageError::InvalidObj { .. } => preconditions_conflict(
-                        &precondition_resource::<T>(),
+                        &precondition_resource::<T>(self.codec.group()),
                         name,
                         &request.preconditions,
                         original,
@@ -1080,7 +1155,7 @@ impl<T: Resource> Store<T> {
                 },
             )
             .await
-            .map_err(|e| ApiError::from_storage(e, &Self::resource(), ""))?;
+            .map_err(|e| ApiError::from_storage(e, &self.resource(), ""))?;
         Ok(ObjectList {
             metadata: ListMeta {
                 resource_version: result.revision.to_string(),
@@ -1100,7 +1175,7 @@ impl<T: Resource> Store<T> {
         };
         self.keys
             .list(namespace)
-            .map_err(|e| ApiError::from_storage(e, &Self::resource(), ""))
+            .map_err(|e| ApiError::from_storage(e, &self.resource(), ""))
     }
 
     fn predicate(&self, request: &ListRequest) -> Predicate {
@@ -1132,7 +1207,7 @@ impl<T: Resource> Store<T> {
                 },
             )
             .await
-            .map_err(|e| ApiError::from_storage(e, &Self::resource(), ""))
+            .map_err(|e| ApiError::from_storage(e, &self.resource(), ""))
     }
 
     /// A stored watch event as a typed item; `None` for a bookmark the watcher did not ask for.
@@ -1148,7 +1223,7 @@ impl<T: Resource> Store<T> {
                 initial_events_end: event.initial_events_end,
             }),
             EventType::Error => Some(WatchItem::Error(match event.error {
-                Some(e) => ApiError::from_storage(e, &Self::resource(), ""),
+                Some(e) => ApiError::from_storage(e, &self.resource(), ""),
                 None => ApiError::internal("watch failed"),
             })),
             kind => Some(match self.decode(&event.stored_object()) {
@@ -1170,6 +1245,29 @@ impl<T: Resource> Store<T> {
         Ok(events
             .filter_map(move |event| {
                 futures::future::ready(store.watch_item(event, allow_bookmarks))
+            })
+            .boxed())
+    }
+
+    /// Like [`Store::watch`], with the previous object of each MODIFIED event.
+    pub async fn watch_changes(
+        &self,
+        namespace: Option<&str>,
+        request: &ListRequest,
+    ) -> Result<WatchChanges<T>, ApiError> {
+        let events = self.watch_events(namespace, request).await?;
+        let store = self.clone();
+        let allow_bookmarks = request.allow_watch_bookmarks;
+        Ok(events
+            .filter_map(move |event| {
+                let previous = match (event.event_type, &event.prev_value) {
+                    (EventType::Modified, Some(value)) => store.codec.decode_stored(value).ok(),
+                    _ => None,
+                };
+                let change = store
+                    .watch_item(event, allow_bookmarks)
+                    .map(|item| WatchChange { item, previous });
+                futures::future::ready(change)
             })
             .boxed())
     }
@@ -1317,8 +1415,8 @@ pub struct DeletePreconditions {
 }
 
 impl DeletePreconditions {
-    fn check<T: Resource>(&self, object: &T, name: &str) -> Result<(), ApiError> {
-        let resource = precondition_resource::<T>();
+    fn check<T: Resource>(&self, object: &T, name: &str, group: &str) -> Result<(), ApiError> {
+        let resource = precondition_resource::<T>(group);
         if let Some(uid) = &self.uid
             && *uid != object.metadata().uid
         {
@@ -1334,9 +1432,9 @@ impl DeletePreconditions {
 }
 
 /// Upstream's `rest.BeforeDelete` names the kind where the resource belongs (`Pizza.restaurant...`).
-fn precondition_resource<T: Resource>() -> GroupResource {
+fn precondition_resource<T: Resource>(group: &str) -> GroupResource {
     GroupResource {
-        group: T::GROUP.to_string(),
+        group: group.to_string(),
         resource: T::KIND.to_string(),
     }
 }

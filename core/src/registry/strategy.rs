@@ -18,9 +18,10 @@ pub trait Strategy<T: Resource>: Send + Sync + 'static {
         ErrorList::default()
     }
 
-    /// Validates an update.
-    fn validate_update(&self, _new: &T, _old: &T) -> ErrorList {
-        ErrorList::default()
+    /// Validates an update. By default as a new object ([`Strategy::validate`]), so that an update cannot make
+    /// what a create would refuse; override it for rules that compare with `old` (immutable fields).
+    fn validate_update(&self, new: &T, _old: &T) -> ErrorList {
+        self.validate(new)
     }
 
     /// Validates an update through the `status` subresource, after the store has carried everything but status

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::codec::{self, ApiVersionKind, CodecError, FieldValidation, MediaType};
 use crate::meta::ListMeta;
 
-use super::{GroupVersion, GroupVersionKind, List, Resource, Scope, Versioned};
+use super::{GroupResource, GroupVersion, GroupVersionKind, List, Resource, Scope, Versioned};
 
 /// A request body decoded into the hub, with the warnings field validation produced.
 #[derive(Debug)]
@@ -61,16 +61,18 @@ trait VersionCodec<H>: Send + Sync {
         validation: FieldValidation,
     ) -> Result<(H, Vec<String>), CodecError>;
     fn decode_protobuf(&self, raw: &[u8]) -> Result<H, CodecError>;
-    fn encode(&self, object: &H, format: MediaType) -> Result<Vec<u8>, CodecError>;
+    /// The object in this version of `group` (the hub's, or another group the kind is also served in).
+    fn encode(&self, object: &H, group: &str, format: MediaType) -> Result<Vec<u8>, CodecError>;
     /// An object as it is written among a list's items (JSON or protobuf).
     fn encode_item(&self, object: &H, format: MediaType) -> Result<Vec<u8>, CodecError>;
     fn encode_list(
         &self,
         meta: &ListMeta,
         items: &[H],
+        group: &str,
         format: MediaType,
     ) -> Result<Vec<u8>, CodecError>;
-    fn openapi_schema(&self) -> serde_json::Value;
+    fn openapi_schema(&self, group: &str) -> serde_json::Value;
     /// The version's own schema (with its patch metadata), made once.
     fn patch_schema(&self) -> &serde_json::Value;
     /// Whether the schema declares CEL validation rules.
@@ -107,7 +109,7 @@ impl<V: Versioned> VersionOf<V> {
         }
         let kept = keeper
             .codec
-            .encode(hub, MediaType::Json)
+            .encode(hub, <V::Hub as Resource>::GROUP, MediaType::Json)
             .ok()
             .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok());
         let Some(serde_json::Value::Object(mut fields)) = kept else {
@@ -186,9 +188,15 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
         Ok(self.hub(&wire))
     }
 
-    fn encode(&self, object: &V::Hub, format: MediaType) -> Result<Vec<u8>, CodecError> {
+    fn encode(
+        &self,
+        object: &V::Hub,
+        group: &str,
+        format: MediaType,
+    ) -> Result<Vec<u8>, CodecError> {
         let wire = self.wire(object);
-        encode_as(&V::api_version(), <V::Hub as Resource>::KIND, &wire, format)
+        let api_version = GroupVersion::new(group, V::VERSION).api_version();
+        encode_as(&api_version, <V::Hub as Resource>::KIND, &wire, format)
     }
 
     fn encode_item(&self, object: &V::Hub, format: MediaType) -> Result<Vec<u8>, CodecError> {
@@ -208,6 +216,7 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
         &self,
         meta: &ListMeta,
         items: &[V::Hub],
+        group: &str,
         format: MediaType,
     ) -> Result<Vec<u8>, CodecError> {
         let list = List {
@@ -215,12 +224,13 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
             items: items.iter().map(|item| self.wire(item)).collect::<Vec<V>>(),
         };
         let kind = format!("{}List", <V::Hub as Resource>::KIND);
-        encode_as(&V::api_version(), &kind, &list, format)
+        let api_version = GroupVersion::new(group, V::VERSION).api_version();
+        encode_as(&api_version, &kind, &list, format)
     }
 
     /// The version's schema with what Kubernetes adds to every kind: `apiVersion` and `kind`, and the
     /// `x-kubernetes-group-version-kind` by which kubectl finds the schema of a manifest.
-    fn openapi_schema(&self) -> serde_json::Value {
+    fn openapi_schema(&self, group: &str) -> serde_json::Value {
         let mut schema = V::openapi_schema();
         if let serde_json::Value::Object(map) = &mut schema {
             let properties = map
@@ -238,7 +248,7 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
             }
             map.insert(
                 "x-kubernetes-group-version-kind".into(),
-                serde_json::json!([{ "group": <V::Hub as Resource>::GROUP, "version": V::VERSION, "kind": <V::Hub as Resource>::KIND }]),
+                serde_json::json!([{ "group": group, "version": V::VERSION, "kind": <V::Hub as Resource>::KIND }]),
             );
         }
         schema
@@ -266,6 +276,9 @@ where
 pub struct ResourceCodec<H: Resource> {
     versions: Vec<Arc<dyn VersionCodec<H>>>,
     storage_version: Option<&'static str>,
+    /// The API group objects are read and written in on the wire: the hub's, unless
+    /// [`ResourceCodec::in_group`] says otherwise. Storage always holds the hub's group.
+    group: &'static str,
 }
 
 impl<H: Resource> Default for ResourceCodec<H> {
@@ -273,6 +286,7 @@ impl<H: Resource> Default for ResourceCodec<H> {
         Self {
             versions: Vec::new(),
             storage_version: None,
+            group: H::GROUP,
         }
     }
 }
@@ -282,6 +296,7 @@ impl<H: Resource> Clone for ResourceCodec<H> {
         Self {
             versions: self.versions.clone(),
             storage_version: self.storage_version,
+            group: self.group,
         }
     }
 }
@@ -289,6 +304,7 @@ impl<H: Resource> Clone for ResourceCodec<H> {
 impl<H: Resource> std::fmt::Debug for ResourceCodec<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResourceCodec")
+            .field("group", &self.group)
             .field("kind", &H::KIND)
             .field("versions", &self.versions().collect::<Vec<_>>())
             .field("storage_version", &self.storage_version_name())
@@ -320,6 +336,33 @@ impl<H: Resource> ResourceCodec<H> {
             version: PhantomData,
         }));
         self
+    }
+
+    /// The same kind in API group `group` as well as its own (upstream serves `events` in the core group and in
+    /// `events.k8s.io` this way): objects read and written through this codec carry `group`'s `apiVersion`,
+    /// bodies must declare it, discovery and OpenAPI describe the kind under it; what is stored is unchanged, so
+    /// one store serves both groups ([`Store::in_group`](crate::registry::Store::in_group)).
+    pub fn in_group(mut self, group: &'static str) -> Self {
+        self.group = group;
+        self
+    }
+
+    /// The API group this codec reads and writes: the hub's unless [`ResourceCodec::in_group`] changed it.
+    pub fn group(&self) -> &'static str {
+        self.group
+    }
+
+    /// `<plural>.<group>` in this codec's group, as errors name the resource.
+    pub fn group_resource(&self) -> GroupResource {
+        GroupResource {
+            group: self.group.to_string(),
+            resource: H::PLURAL.to_string(),
+        }
+    }
+
+    /// `version` of this codec's group.
+    pub fn group_version(&self, version: &str) -> GroupVersion {
+        GroupVersion::new(self.group, version)
     }
 
     /// The version objects are written to storage in (default: the first added).
@@ -418,7 +461,7 @@ impl<H: Resource> ResourceCodec<H> {
         endpoint_version: &str,
     ) -> Result<GroupVersionKind, DecodeError> {
         let (api_version, kind) = (type_meta.api_version.as_str(), type_meta.kind.as_str());
-        let expected = GroupVersion::new(H::GROUP, endpoint_version);
+        let expected = self.group_version(endpoint_version);
         let gv = if api_version.is_empty() {
             expected.clone()
         } else {
@@ -456,7 +499,7 @@ impl<H: Resource> ResourceCodec<H> {
         version: &str,
         format: MediaType,
     ) -> Result<Vec<u8>, EncodeError> {
-        Ok(self.encoding(version)?.encode(object, format)?)
+        Ok(self.encoding(version)?.encode(object, self.group, format)?)
     }
 
     /// A hub object as `version` shows it in JSON, as a value to work on (patches, field management, scale).
@@ -477,7 +520,7 @@ impl<H: Resource> ResourceCodec<H> {
         if let serde_json::Value::Object(map) = &mut value {
             map.insert(
                 "apiVersion".into(),
-                H::group_version(version).api_version().into(),
+                self.group_version(version).api_version().into(),
             );
             map.insert("kind".into(), H::KIND.into());
         }
@@ -495,7 +538,9 @@ impl<H: Resource> ResourceCodec<H> {
         version: &str,
         format: MediaType,
     ) -> Result<Vec<u8>, EncodeError> {
-        Ok(self.encoding(version)?.encode_list(meta, items, format)?)
+        Ok(self
+            .encoding(version)?
+            .encode_list(meta, items, self.group, format)?)
     }
 
     /// A hub object as `version` writes it among a list's items, in JSON or protobuf: the pieces
@@ -520,7 +565,7 @@ impl<H: Resource> ResourceCodec<H> {
     ) -> Result<Vec<u8>, EncodeError> {
         self.encoding(version)?;
         let kind = format!("{}List", H::KIND);
-        let api_version = H::group_version(version).api_version();
+        let api_version = self.group_version(version).api_version();
         Ok(super::list::encode_encoded_items(
             &api_version,
             &kind,
@@ -570,7 +615,7 @@ impl<H: Resource> ResourceCodec<H> {
                 kind: H::KIND.to_string(),
                 version: String::new(),
             })?;
-        Ok(codec.encode(object, format)?)
+        Ok(codec.encode(object, H::GROUP, format)?)
     }
 
     /// Decodes stored bytes of any served version, JSON or protobuf (told apart by the `k8s\0` prefix), leniently,
@@ -606,7 +651,7 @@ impl<H: Resource> ResourceCodec<H> {
 
     /// The OpenAPI v3 schema of `version`'s root type.
     pub fn openapi_schema(&self, version: &str) -> Option<serde_json::Value> {
-        self.find(version).map(|v| v.openapi_schema())
+        self.find(version).map(|v| v.openapi_schema(self.group))
     }
 
     /// The schema a strategic merge patch of `version` is applied with: the version's OpenAPI v3 schema, whose
@@ -626,7 +671,7 @@ impl<H: Resource> ResourceCodec<H> {
             }
             let encode = |o: &H| {
                 version
-                    .encode(o, MediaType::Json)
+                    .encode(o, self.group, MediaType::Json)
                     .ok()
                     .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
             };
@@ -642,7 +687,7 @@ impl<H: Resource> ResourceCodec<H> {
     /// What discovery and OpenAPI need to know about this kind, without its type.
     pub fn describe(&self) -> KindDescription {
         KindDescription {
-            group: H::GROUP,
+            group: self.group,
             kind: H::KIND,
             plural: H::PLURAL,
             singular: H::SINGULAR,
@@ -652,11 +697,12 @@ impl<H: Resource> ResourceCodec<H> {
             subresources: H::SUBRESOURCES,
             custom_subresources: Vec::new(),
             read_only: false,
+            watch: true,
             versions: self.versions().collect(),
             schemas: self
                 .versions
                 .iter()
-                .map(|v| (v.version(), v.openapi_schema()))
+                .map(|v| (v.version(), v.openapi_schema(self.group)))
                 .collect(),
         }
     }
@@ -675,8 +721,10 @@ pub struct KindDescription {
     pub subresources: &'static [&'static str],
     /// Subresources answered by the server's own code (`Api::subresource`).
     pub custom_subresources: Vec<SubresourceDescription>,
-    /// Served by the server's own code with `get` and `list` only (`Api::provided`), not by storage.
+    /// Served by the server's own code with `get` and `list` (`Api::provided`), not by storage.
     pub read_only: bool,
+    /// Answers `watch` (stored kinds do; provided ones when their code can).
+    pub watch: bool,
     pub versions: Vec<&'static str>,
     /// The OpenAPI v3 schema of each served version's root type.
     pub schemas: BTreeMap<&'static str, serde_json::Value>,
@@ -818,5 +866,80 @@ mod tests {
             .decode(unknown, MediaType::Json, "v1", FieldValidation::Warn)
             .unwrap();
         assert_eq!(warned.warnings, vec!["unknown field \"color\"".to_string()]);
+    }
+
+    /// A codec in a second group speaks that group on the wire and stores in the hub's, so one storage serves both.
+    #[test]
+    fn a_second_group_is_on_the_wire_not_in_storage() {
+        let archive = codec().in_group("archive.example.com");
+        let body =
+            br#"{"apiVersion":"archive.example.com/v1","kind":"Widget","metadata":{"name":"w"}}"#;
+        let decoded = archive
+            .decode(body, MediaType::Json, "v1", FieldValidation::Strict)
+            .unwrap();
+        assert_eq!(
+            decoded.gvk.to_string(),
+            "archive.example.com/v1, Kind=Widget"
+        );
+        let value = archive.encode_value(&decoded.object, "v1").unwrap();
+        assert_eq!(value["apiVersion"], "archive.example.com/v1");
+        let list = archive
+            .encode_list(
+                &ListMeta::default(),
+                std::slice::from_ref(&decoded.object),
+                "v1",
+                MediaType::Json,
+            )
+            .unwrap();
+        let list: serde_json::Value = serde_json::from_slice(&list).unwrap();
+        assert_eq!(list["apiVersion"], "archive.example.com/v1");
+        let protobuf = archive
+            .encode(&decoded.object, "v1", MediaType::Protobuf)
+            .unwrap();
+        assert_eq!(
+            codec::decode_protobuf(&protobuf).unwrap().0.api_version,
+            "archive.example.com/v1"
+        );
+
+        // Stored once, in the hub's group, and read back by either codec.
+        let stored = archive
+            .encode_stored(&decoded.object, MediaType::Json)
+            .unwrap();
+        assert_eq!(
+            codec::peek_json_type_meta(&stored).unwrap().api_version,
+            "example.com/v1"
+        );
+        assert_eq!(codec().decode_stored(&stored).unwrap(), decoded.object);
+        assert_eq!(archive.decode_stored(&stored).unwrap(), decoded.object);
+
+        // The hub's group is refused where the second one is expected, and the other way round.
+        let err = archive
+            .decode(
+                br#"{"apiVersion":"example.com/v1","kind":"Widget"}"#,
+                MediaType::Json,
+                "v1",
+                FieldValidation::Strict,
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the API version in the data (example.com/v1) does not match the expected API version (archive.example.com/v1)"
+        );
+        assert!(
+            codec()
+                .decode(body, MediaType::Json, "v1", FieldValidation::Strict)
+                .is_err()
+        );
+
+        let description = archive.describe();
+        assert_eq!(description.group, "archive.example.com");
+        assert_eq!(
+            description.schemas["v1"]["x-kubernetes-group-version-kind"][0]["group"],
+            "archive.example.com"
+        );
+        assert_eq!(
+            archive.group_resource().to_string(),
+            "widgets.archive.example.com"
+        );
     }
 }

@@ -1,13 +1,14 @@
 //! A library of books (`library.example.com`): v2 (preferred) says a book has authors, v1 (the storage version)
-//! knew only one author and is declared lossless, so a book with several authors keeps them all.
+//! knew only one author and is declared lossless, so a book with several authors keeps them all. The same books
+//! are served in `archive.example.com` too, from the same storage.
 
-use apiserver::admission::{Attributes, KindCheck, Operation, check};
-use apiserver::app::{App, RecommendedOptions, StartError, Started};
+use apiserver::admission::{Attributes, KindCheck, Operation};
+use apiserver::app::{App, StartError, Started};
+use apiserver::async_trait;
 use apiserver::meta::ObjectMeta;
 use apiserver::registry::{ApiError, Strategy};
 use apiserver::runtime::ResourceCodec;
 use apiserver::validation::{ErrorList, FieldError, Path};
-use apiserver::{async_trait, clap};
 
 /// The meaning of a book, whatever version a client speaks.
 #[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
@@ -93,10 +94,6 @@ impl Strategy<Book> for BookStrategy {
         }
         errors
     }
-
-    fn validate_update(&self, new: &Book, _old: &Book) -> ErrorList {
-        self.validate(new)
-    }
 }
 
 /// `NoAnonymousBooks`: a book names at least one author.
@@ -117,16 +114,7 @@ impl KindCheck<Book> for NoAnonymousBooks {
 }
 
 /// The command line: the framework's flags (the memory backend is the only one this server has).
-#[derive(Clone, Debug, clap::Parser)]
-#[command(
-    name = "library-apiserver",
-    version,
-    about = "Serves library.example.com"
-)]
-pub struct Options {
-    #[command(flatten)]
-    pub server: RecommendedOptions,
-}
+pub type Options = apiserver::app::Options;
 
 /// Assembles and binds the server; the caller runs it.
 pub async fn start(options: Options) -> Result<Started, StartError> {
@@ -134,7 +122,9 @@ pub async fn start(options: Options) -> Result<Started, StartError> {
         .version(apiserver::version_info!())
         .open()
         .await?;
-    app.store(book_codec(), BookStrategy)?;
-    app.admission_plugin("NoAnonymousBooks", true, |_| Ok(check(NoAnonymousBooks)));
+    let books = app.store(book_codec(), BookStrategy)?;
+    // The same books in a second group, as `books.archive.example.com`.
+    app.serve_in_group(&books, "archive.example.com");
+    app.kind_check("NoAnonymousBooks", true, |_| Ok(NoAnonymousBooks));
     app.bind().await
 }

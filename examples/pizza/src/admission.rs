@@ -1,10 +1,6 @@
 //! The `PizzaToppings` admission plugin: a pizza may only name toppings that exist.
 
-use std::sync::Arc;
-
-use apiserver::admission::{
-    Attributes, Initializer, KindCheck, Lister, Plugin, PluginError, check,
-};
+use apiserver::admission::{Attributes, Initializer, KindCheck, Lister, PluginError};
 use apiserver::async_trait;
 use apiserver::registry::ApiError;
 
@@ -24,11 +20,11 @@ pub struct PizzaToppings {
 }
 
 impl PizzaToppings {
-    /// Builds the plugin from the initializer's topping lister.
-    pub fn build(initializer: &Initializer) -> Result<Arc<dyn Plugin>, PluginError> {
-        Ok(check(PizzaToppings {
+    /// Builds the rule from the initializer's topping lister.
+    pub fn build(initializer: &Initializer) -> Result<Self, PluginError> {
+        Ok(PizzaToppings {
             toppings: initializer.listers.get::<Topping>()?,
-        }))
+        })
     }
 }
 

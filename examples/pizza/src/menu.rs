@@ -1,9 +1,10 @@
-//! The menu, provided from the toppings on every read rather than stored.
+//! The menu, provided from the toppings on every read rather than stored, and watched through the toppings' watch.
 
 use apiserver::async_trait;
 use apiserver::endpoints::Provider;
+use apiserver::futures::StreamExt;
 use apiserver::meta::ObjectMeta;
-use apiserver::registry::{ApiError, ListRequest, Store};
+use apiserver::registry::{ApiError, ListRequest, ObjectList, Store, WatchChanges};
 
 use crate::restaurant::{MenuItem, Topping};
 
@@ -15,6 +16,7 @@ fn item(topping: Topping) -> MenuItem {
         metadata: ObjectMeta {
             name: topping.metadata.name,
             uid: topping.metadata.uid,
+            resource_version: topping.metadata.resource_version,
             creation_timestamp: topping.metadata.creation_timestamp,
             labels: topping.metadata.labels,
             ..ObjectMeta::default()
@@ -33,8 +35,25 @@ impl Provider<MenuItem> for Menu {
         }
     }
 
-    async fn list(&self, _: Option<&str>) -> Result<Vec<MenuItem>, ApiError> {
+    async fn list(&self, _: Option<&str>) -> Result<ObjectList<MenuItem>, ApiError> {
         let toppings = self.0.list(None, &ListRequest::default()).await?;
-        Ok(toppings.items.into_iter().map(item).collect())
+        Ok(ObjectList {
+            metadata: toppings.metadata,
+            items: toppings.items.into_iter().map(item).collect(),
+        })
+    }
+
+    fn watches(&self) -> bool {
+        true
+    }
+
+    /// The toppings' changes as menu changes, from the resourceVersions the list gave.
+    async fn watch(
+        &self,
+        _: Option<&str>,
+        request: &ListRequest,
+    ) -> Result<WatchChanges<MenuItem>, ApiError> {
+        let changes = self.0.watch_changes(None, request).await?;
+        Ok(changes.map(|change| change.map(item)).boxed())
     }
 }

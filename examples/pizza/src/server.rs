@@ -63,7 +63,7 @@ pub async fn start(options: Options) -> Result<Started, StartError> {
     app.provided(menu_codec(), menu::Menu(toppings.clone()));
     app.subresource(&pizzas, "bake", kitchen::Bake);
     app.subresource(&pizzas, "log", kitchen::Log);
-    app.admission_plugin(PIZZA_TOPPINGS, true, PizzaToppings::build);
+    app.kind_check(PIZZA_TOPPINGS, true, PizzaToppings::build);
     app.controller(COST_CONTROLLER, move |shutdown| {
         cost::run(pizzas, toppings, shutdown)
     });

@@ -7,17 +7,13 @@ use crate::restaurant::{Oven, Pizza, Topping};
 use crate::validation::validate_pizza;
 
 /// Pizzas are validated on create and, unlike the reference server (which validates only creates), on update
-/// too: an update cannot make a pizza that a create would refuse.
+/// too (the strategy's default `validate_update`): an update cannot make a pizza that a create would refuse.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PizzaStrategy;
 
 impl Strategy<Pizza> for PizzaStrategy {
     fn validate(&self, pizza: &Pizza) -> ErrorList {
         validate_pizza(pizza)
-    }
-
-    fn validate_update(&self, new: &Pizza, _old: &Pizza) -> ErrorList {
-        validate_pizza(new)
     }
 }
 
@@ -34,10 +30,6 @@ pub struct OvenStrategy;
 impl Strategy<Oven> for OvenStrategy {
     fn validate(&self, oven: &Oven) -> ErrorList {
         validate_oven(oven)
-    }
-
-    fn validate_update(&self, new: &Oven, _old: &Oven) -> ErrorList {
-        validate_oven(new)
     }
 }
 

@@ -107,7 +107,7 @@ pub struct OvenStatus {
     pub selector: String,
 }
 
-/// An item of the menu (read-only: `get` and `list`).
+/// An item of the menu (read-only: `get`, `list` and `watch`).
 #[apiserver::served(hub = "restaurant::MenuItem", version = "v1beta1")]
 pub struct MenuItem {
     pub metadata: ObjectMeta,

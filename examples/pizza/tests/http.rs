@@ -911,3 +911,62 @@ async fn streamed_lists_are_the_lists_encoded_whole() {
     }
     server.stop().await;
 }
+
+/// A raw watch of the provided menu with a label selector, from the list's resourceVersion: a topping labelled into
+/// the selection is ADDED, its price change MODIFIED, and labelled out DELETED (its last matching state, the
+/// previous object the toppings' storage gives), as a stored resource's watch sends them.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_provided_menu_is_watched_with_selectors() {
+    let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
+    post(&server, &toppings("v1alpha1"), topping("salami", 0.2)).await;
+    let menu = format!("{GROUP}/v1beta1/menuitems");
+    let (code, _, body) = get(&server, &menu).await;
+    assert_eq!(code, 200);
+    let rv = parse(&body)["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = format!(
+        "{menu}?watch=1&labelSelector=special%3Dyes&resourceVersion={rv}&timeoutSeconds=10"
+    );
+    let (code, headers, mut stream) = server.stream(&path, "application/json").await;
+    assert_eq!(code, 200);
+    assert_eq!(headers["content-type"], "application/json");
+    let salami = format!("{}/salami", toppings("v1alpha1"));
+    let merge = ("content-type", "application/merge-patch+json");
+    for patch in [
+        r#"{"metadata":{"labels":{"special":"yes"}}}"#,
+        r#"{"spec":{"cost":0.3}}"#,
+        r#"{"metadata":{"labels":{"special":null}}}"#,
+    ] {
+        let (code, _, body) = server
+            .raw("PATCH", &salami, &[merge], patch.as_bytes().to_vec())
+            .await;
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    }
+    stream
+        .read_until(Duration::from_secs(5), "three events", |buf| {
+            buf.iter().filter(|b| **b == b'\n').count() >= 3
+        })
+        .await;
+    let events: Vec<Value> = String::from_utf8_lossy(&stream.buf)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let seen: Vec<(&str, f64)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap(),
+                e["object"]["price"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("ADDED", 0.2), ("MODIFIED", 0.3), ("DELETED", 0.3)],
+        "{events:?}"
+    );
+    assert_eq!(events[0]["object"]["kind"], "MenuItem");
+    assert_eq!(events[2]["object"]["metadata"]["labels"]["special"], "yes");
+}

@@ -856,7 +856,95 @@ async fn the_menu_is_provided_not_stored() {
         .lines()
         .find(|l| l.starts_with("menuitems"))
         .unwrap_or_else(|| panic!("{resources}"));
-    assert!(menu.contains(" get,list "), "{menu}");
+    assert!(menu.contains(" get,list,watch "), "{menu}");
+}
+
+const TRUFFLE: &str = "apiVersion: restaurant.programming-kubernetes.info/v1alpha1
+kind: Topping
+metadata:
+  name: truffle
+spec:
+  cost: 5
+";
+
+/// The provided menu follows the toppings' watch: `kubectl get menuitems -w` lists (with the list's
+/// resourceVersion) and then sees a new topping ADDED, its price MODIFIED and its removal DELETED.
+#[tokio::test(flavor = "multi_thread")]
+async fn get_watch_follows_the_provided_menu() {
+    let server = TestServer::start(&[]).await;
+    server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
+    let list = parse(
+        server
+            .kubectl_ok(&[
+                "get",
+                "--raw",
+                "/apis/restaurant.programming-kubernetes.info/v1beta1/menuitems",
+            ])
+            .as_bytes(),
+    );
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(rv.parse::<u64>().is_ok_and(|rv| rv > 0), "{list}");
+    let mut watch = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&server.kubeconfig)
+        .args([
+            "get",
+            "menuitems",
+            "--watch",
+            "--output-watch-events",
+            "--request-timeout=30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl");
+    let stdout = watch.stdout.take().unwrap();
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    server.kubectl_stdin_ok(&["create", "-f", "-"], TRUFFLE);
+    server.kubectl_ok(&[
+        "patch",
+        "topping",
+        "truffle",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"cost":7}}"#,
+    ]);
+    server.kubectl_ok(&["delete", "topping", "truffle"]);
+
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline && !seen.iter().any(|l: &String| l.starts_with("DELETED")) {
+        if let Ok(line) = lines_rx.recv_timeout(Duration::from_millis(200)) {
+            seen.push(line);
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let events: Vec<(&str, &str)> = seen
+        .iter()
+        .filter(|l| l.contains("truffle"))
+        .filter_map(|l| {
+            let mut cells = l.split_whitespace();
+            Some((cells.next()?, cells.nth(1)?))
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [("ADDED", "5"), ("MODIFIED", "7"), ("DELETED", "7")],
+        "{seen:?}"
+    );
+    // The toppings that were there when kubectl listed are in its table, not in the watch.
+    assert!(seen.iter().any(|l| l.contains("mozzarella")), "{seen:?}");
 }
 
 /// The sample's CEL rules on types, declared on v1beta1 and checked whatever version kubectl writes: at most 10

@@ -1,10 +1,6 @@
 //! The `BanFlunder` admission plugin: a flunder may not take a name that any fischer disallows.
 
-use std::sync::Arc;
-
-use apiserver::admission::{
-    Attributes, Initializer, KindCheck, Lister, Operation, Plugin, PluginError, check,
-};
+use apiserver::admission::{Attributes, KindCheck, Lister, Operation};
 use apiserver::async_trait;
 use apiserver::registry::ApiError;
 
@@ -14,15 +10,8 @@ use crate::wardle::{Fischer, Flunder};
 pub const BAN_FLUNDER: &str = "BanFlunder";
 
 /// Refuses to create flunders whose name a fischer lists in `disallowedFlunders`, reading fischers from the
-/// server's own watch cache as upstream reads them from its informer.
-pub struct BanFlunder(Lister<Fischer>);
-
-impl BanFlunder {
-    /// Builds the plugin from the initializer's fischer lister.
-    pub fn build(initializer: &Initializer) -> Result<Arc<dyn Plugin>, PluginError> {
-        Ok(check(BanFlunder(initializer.listers.get::<Fischer>()?)))
-    }
-}
+/// server's own watch cache (the initializer's lister) as upstream reads them from its informer.
+pub struct BanFlunder(pub Lister<Fischer>);
 
 #[async_trait]
 impl KindCheck<Flunder> for BanFlunder {

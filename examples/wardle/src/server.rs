@@ -1,7 +1,6 @@
 //! The wardle-apiserver: its command line and its resources and plugin, assembled by the framework.
 
-use apiserver::app::{App, RecommendedOptions, StartError, Started};
-use apiserver::clap;
+use apiserver::app::{App, StartError, Started};
 use apiserver::registry::DefaultStrategy;
 use apiserver_storage_rocks::RocksOptions;
 
@@ -12,17 +11,9 @@ use crate::{fischer_codec, flunder_codec};
 /// Where objects are kept in the backend (upstream's etcd prefix).
 pub const STORAGE_PREFIX: &str = "/registry/wardle.example.com";
 
-/// The wardle sample API server (wardle.example.com), after Kubernetes' sample-apiserver.
-// The framework's flags and RocksDB's (the default backend; memory is always there too).
-#[derive(Clone, Debug, clap::Parser)]
-#[command(name = "wardle-apiserver", version)]
-pub struct Options {
-    #[command(flatten)]
-    pub server: RecommendedOptions,
-
-    #[command(flatten)]
-    pub rocks: RocksOptions,
-}
+/// The command line: the framework's flags and RocksDB's (the default backend; memory is always there too),
+/// named and described after the package.
+pub type Options = apiserver::app::Options<RocksOptions>;
 
 /// Opens the storage, assembles the API and binds the server; the caller runs it.
 pub async fn start(options: Options) -> Result<Started, StartError> {
@@ -30,11 +21,13 @@ pub async fn start(options: Options) -> Result<Started, StartError> {
         .version(apiserver::version_info!())
         .openapi_info("Wardle", "0.1")
         .storage_prefix(STORAGE_PREFIX)
-        .backend(options.rocks)
+        .backend(options.backend)
         .open()
         .await?;
     app.store(flunder_codec(), FlunderStrategy)?;
     app.store(fischer_codec(), DefaultStrategy)?;
-    app.admission_plugin(BAN_FLUNDER, true, BanFlunder::build);
+    app.kind_check(BAN_FLUNDER, true, |init| {
+        Ok(BanFlunder(init.listers.get()?))
+    });
     app.bind().await
 }

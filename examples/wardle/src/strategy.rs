@@ -6,16 +6,13 @@ use apiserver::validation::{ErrorList, FieldError, Path};
 
 use crate::wardle::{FISCHER_REFERENCE, FLUNDER_REFERENCE, Flunder, FlunderSpec};
 
-/// Flunders are validated on create and, unlike upstream (which validates only creates), on update too.
+/// Flunders are validated on create and, unlike upstream (which validates only creates), on update too (the
+/// strategy's default `validate_update`).
 pub struct FlunderStrategy;
 
 impl Strategy<Flunder> for FlunderStrategy {
     fn validate(&self, flunder: &Flunder) -> ErrorList {
         validate_flunder_spec(&flunder.spec, &Path::new("spec"))
-    }
-
-    fn validate_update(&self, new: &Flunder, _old: &Flunder) -> ErrorList {
-        self.validate(new)
     }
 }
 
