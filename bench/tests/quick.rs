@@ -25,6 +25,7 @@ async fn quick_run_produces_every_phase() {
                 "get",
                 "list (rv unset)",
                 "list (rv=0)",
+                "list (pages of 500)",
                 "update (conflicts)",
                 "watch latency",
                 "watch fan-out (8 watchers)",

@@ -587,7 +587,7 @@ impl<H: Resource> ResourceCodec<H> {
     ) -> Result<super::ListWriter, EncodeError> {
         self.encoding(version)?;
         let kind = format!("{}List", H::KIND);
-        let api_version = H::group_version(version).api_version();
+        let api_version = self.group_version(version).api_version();
         Ok(super::ListWriter::start(
             &api_version,
             &kind,
