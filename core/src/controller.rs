@@ -49,7 +49,9 @@ pub fn is_enabled(selection: &[String], name: &str, known: &[&str]) -> Result<bo
 /// An object to reconcile, by namespace (`None` for cluster-scoped objects) and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
+    /// The object's namespace; `None` for cluster-scoped objects.
     pub namespace: Option<String>,
+    /// The object's name.
     pub name: String,
 }
 
@@ -66,6 +68,7 @@ impl ObjectKey {
 
 /// Brings one object to its desired state; an error retries it later.
 pub trait Reconciler: Send + Sync + 'static {
+    /// Reconciles the object `key` names (which may no longer exist); an error queues it again after a growing delay.
     fn reconcile(&self, key: &ObjectKey) -> impl Future<Output = Result<(), ApiError>> + Send;
 }
 
@@ -106,6 +109,7 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// A controller that watches nothing yet; `name` names it in logs and `--controllers`.
     pub fn new(name: impl Into<String>) -> Controller {
         Controller {
             name: name.into(),

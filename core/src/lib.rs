@@ -91,6 +91,7 @@
 //! implementing [`app::StorageBackend`] on the backend's `clap` options. `guaranteed_update` and `delete` need not
 //! be written again: implement the four conditional operations of [`storage::optimistic::OptimisticStore`] and
 //! call its driver, as every backend here does.
+#![deny(missing_docs)]
 
 pub mod admission;
 pub mod app;

@@ -32,6 +32,7 @@ impl Path {
         Path(format!("{}[{key}]", self.0))
     }
 
+    /// The path as rendered, e.g. `spec.toppings[0]`.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -46,15 +47,25 @@ impl fmt::Display for Path {
 /// The kind of a field error; each has upstream's text and `StatusCause` reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorType {
+    /// A referenced value does not exist (`FieldValueNotFound`).
     NotFound,
+    /// A required value is missing or empty (`FieldValueRequired`).
     Required,
+    /// A value that must be unique appears twice (`FieldValueDuplicate`).
     Duplicate,
+    /// A value has the wrong format or range (`FieldValueInvalid`).
     Invalid,
+    /// A value outside a fixed set of allowed values (`FieldValueNotSupported`).
     NotSupported,
+    /// A value that may not be set here, whatever it is (`FieldValueForbidden`).
     Forbidden,
+    /// A string or byte value longer than allowed (`FieldValueTooLong`).
     TooLong,
+    /// A list with more items than allowed (`FieldValueTooMany`).
     TooMany,
+    /// An error in the server, not in the request (`InternalError`).
     Internal,
+    /// A value of the wrong type, e.g. a string where a number belongs (`FieldValueTypeInvalid`).
     TypeInvalid,
 }
 
@@ -103,16 +114,19 @@ impl ErrorType {
 /// One invalid field: where, what kind of problem, the bad value (already rendered as upstream prints it), and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldError {
+    /// What is wrong with the field; gives the `StatusCause.reason`.
     pub kind: ErrorType,
     /// The field path, e.g. `spec.toppings[0].quantity`.
     pub field: String,
     /// The bad value as upstream renders it: strings quoted, numbers bare; empty when not shown.
     pub value: String,
+    /// Why the value is wrong, in plain words; may be empty.
     pub detail: String,
 }
 
 /// Renders a value the way upstream's `%#v`-based formatting does for the common cases.
 pub trait FieldValue {
+    /// The value as upstream prints it in a field error: strings quoted, numbers and booleans bare.
     fn render(&self) -> String;
 }
 
@@ -165,18 +179,22 @@ impl FieldError {
         }
     }
 
+    /// A value of the wrong format or range, with the reason in `detail`.
     pub fn invalid(field: Path, value: &(impl FieldValue + ?Sized), detail: &str) -> Self {
         Self::new(ErrorType::Invalid, &field, value.render(), detail)
     }
 
+    /// A required value that is missing.
     pub fn required(field: Path, detail: &str) -> Self {
         Self::new(ErrorType::Required, &field, String::new(), detail)
     }
 
+    /// A value that appears more than once where it must be unique.
     pub fn duplicate(field: Path, value: &(impl FieldValue + ?Sized)) -> Self {
         Self::new(ErrorType::Duplicate, &field, value.render(), "")
     }
 
+    /// A referenced value that does not exist.
     pub fn not_found(field: Path, value: &(impl FieldValue + ?Sized)) -> Self {
         Self::new(ErrorType::NotFound, &field, value.render(), "")
     }
@@ -196,10 +214,12 @@ impl FieldError {
         Self::new(ErrorType::NotSupported, &field, value.render(), &detail)
     }
 
+    /// A field that may not be set here; `detail` says why.
     pub fn forbidden(field: Path, detail: &str) -> Self {
         Self::new(ErrorType::Forbidden, &field, String::new(), detail)
     }
 
+    /// A value longer than `max` bytes.
     pub fn too_long(field: Path, max: usize) -> Self {
         let unit = if max == 1 { "byte" } else { "bytes" };
         Self::new(
@@ -210,6 +230,7 @@ impl FieldError {
         )
     }
 
+    /// A list of `actual` items where at most `max` are allowed.
     pub fn too_many(field: Path, actual: usize, max: usize) -> Self {
         Self::new(
             ErrorType::TooMany,
@@ -219,6 +240,7 @@ impl FieldError {
         )
     }
 
+    /// A failure of the server itself while validating this field.
     pub fn internal(field: Path, detail: &str) -> Self {
         Self::new(ErrorType::Internal, &field, String::new(), detail)
     }
@@ -257,26 +279,32 @@ impl std::error::Error for FieldError {}
 pub struct ErrorList(Vec<FieldError>);
 
 impl ErrorList {
+    /// An empty list: validation passed.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Adds one error at the end.
     pub fn push(&mut self, error: FieldError) {
         self.0.push(error);
     }
 
+    /// Appends the errors of another validation, keeping their order.
     pub fn extend(&mut self, other: ErrorList) {
         self.0.extend(other.0);
     }
 
+    /// Whether validation found nothing wrong.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
+    /// The number of errors.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// The errors in the order found.
     pub fn iter(&self) -> std::slice::Iter<'_, FieldError> {
         self.0.iter()
     }

@@ -24,8 +24,11 @@ pub type AnyObject = dyn Any + Send + Sync;
 /// The operation a request performs, as admission names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operation {
+    /// A create (`POST`, or an update that creates).
     Create,
+    /// An update: `PUT` or `PATCH`, of the object or a subresource.
     Update,
+    /// A delete of one object (a collection delete is one per object).
     Delete,
 }
 
@@ -43,6 +46,7 @@ impl Operation {
 /// What a plugin knows about the request besides the object (upstream `admission.Attributes`).
 #[derive(Clone, Debug)]
 pub struct Attributes {
+    /// What the request does.
     pub operation: Operation,
     /// The kind in the version the request was made in.
     pub kind: GroupVersionKind,
@@ -50,6 +54,7 @@ pub struct Attributes {
     pub resource: GroupResource,
     /// The version of the request's endpoint.
     pub version: String,
+    /// The subresource, e.g. `status`; empty for the main resource.
     pub subresource: String,
     /// Empty for cluster-scoped resources.
     pub namespace: String,
@@ -57,6 +62,7 @@ pub struct Attributes {
     pub name: String,
     /// `dryRun=All`: plugins with side effects must not make them.
     pub dry_run: bool,
+    /// The authenticated user the request is made by.
     pub user: User,
     /// The request's audit event, when it is audited (see [`Attributes::annotate`]).
     pub audit: Option<AuditContext>,

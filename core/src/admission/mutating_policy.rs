@@ -43,7 +43,9 @@ const COST_BUDGET: u64 = 10_000_000;
 /// admissionregistration.k8s.io/v1 `MutatingAdmissionPolicy` (k8s-openapi has no v1 type of it yet).
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct MutatingAdmissionPolicy {
+    /// The policy's name and other `metadata`.
     pub metadata: ObjectMeta,
+    /// What the policy matches and how it mutates.
     #[serde(default)]
     pub spec: MutatingAdmissionPolicySpec,
 }
@@ -78,7 +80,9 @@ pub struct Expression {
 /// admissionregistration.k8s.io/v1 `MutatingAdmissionPolicyBinding`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct MutatingAdmissionPolicyBinding {
+    /// The binding's name and other `metadata`.
     pub metadata: ObjectMeta,
+    /// Which policy it binds, to which resources, with which parameters.
     #[serde(default)]
     pub spec: MutatingAdmissionPolicyBindingSpec,
 }

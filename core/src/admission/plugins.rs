@@ -41,6 +41,7 @@ pub struct Plugins {
 }
 
 impl Plugins {
+    /// No plugin registered.
     pub fn new() -> Self {
         Self::default()
     }

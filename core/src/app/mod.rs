@@ -86,21 +86,30 @@ macro_rules! version_info {
 /// Starting the server failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// A file in or the data directory itself could not be created, read or written.
     #[error("data directory {path}: {source}")]
     DataDir {
+        /// The directory or file.
         path: PathBuf,
+        /// What the operating system said.
         source: std::io::Error,
     },
+    /// The storage backend could not be chosen or opened, or a store over it built.
     #[error("storage: {0}")]
     Storage(String),
+    /// The audit policy or log could not be set up.
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
+    /// The core cluster could not be reached from the configuration given.
     #[error("core cluster: {0}")]
     Cluster(#[from] crate::cluster::ClusterError),
+    /// An admission plugin could not be configured.
     #[error("admission: {0}")]
     Admission(#[from] PluginError),
+    /// `--controllers` names a controller the server does not have.
     #[error("--controllers: {0}")]
     Controllers(String),
+    /// The server could not be bound or configured (address, TLS, settings).
     #[error(transparent)]
     Serve(#[from] ServeError),
 }
@@ -572,6 +581,7 @@ pub fn admin_user(server_name: &str) -> String {
 
 /// A bound server, with where a client finds it.
 pub struct Started {
+    /// The server, bound; [`Server::run`] serves it.
     pub server: Server,
     /// `https://127.0.0.1:<port>`.
     pub url: String,
@@ -588,8 +598,11 @@ pub struct Started {
 /// as [`main!`](crate::main) reads them.
 #[derive(Clone, Copy, Debug)]
 pub struct Package {
+    /// The package name (`CARGO_PKG_NAME`): the command's name in `--help` and in errors.
     pub name: &'static str,
+    /// The package version (`CARGO_PKG_VERSION`), shown by `--version`.
     pub version: &'static str,
+    /// The package description (`CARGO_PKG_DESCRIPTION`), shown as `--help`'s about text; may be empty.
     pub description: &'static str,
 }
 

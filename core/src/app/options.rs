@@ -22,9 +22,11 @@ use crate::telemetry::TracingOptions;
 #[derive(Clone, Debug, clap::Parser)]
 #[command(version, about = None, long_about = None)]
 pub struct Options<B: clap::Args = NoFlags> {
+    /// The framework's flags.
     #[command(flatten)]
     pub server: RecommendedOptions,
 
+    /// The storage backends' flags.
     #[command(flatten)]
     pub backend: B,
 }
@@ -38,27 +40,35 @@ pub struct NoFlags {}
 #[derive(Clone, Debug, clap::Args)]
 #[command(about = None, long_about = None)]
 pub struct RecommendedOptions {
+    /// Address, port and serving certificate.
     #[command(flatten)]
     pub serving: ServingOptions,
 
+    /// How clients are authenticated.
     #[command(flatten)]
     pub authentication: AuthenticationOptions,
 
+    /// How requests are authorized.
     #[command(flatten)]
     pub authorization: AuthorizationOptions,
 
+    /// How the core cluster is reached (`--kubeconfig`).
     #[command(flatten)]
     pub core_api: CoreApiOptions,
 
+    /// The audit policy and its log and webhook backends.
     #[command(flatten)]
     pub audit: AuditOptions,
 
+    /// Log format and verbosity.
     #[command(flatten)]
     pub logging: LoggingOptions,
 
+    /// Where traces go (`--tracing-config-file`).
     #[command(flatten)]
     pub tracing: TracingOptions,
 
+    /// Which backend holds the objects, where, and how they are encoded.
     #[command(flatten)]
     pub storage: StorageOptions,
 

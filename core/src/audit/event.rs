@@ -71,12 +71,16 @@ pub struct Event {
 /// upstream's `authenticationv1.UserInfo`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct UserInfo {
+    /// The user's name, e.g. `system:admin`.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub username: String,
+    /// A unique identifier of the user, stable across name changes; may be empty.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    /// The groups the user belongs to, e.g. `system:authenticated`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
+    /// Further attributes from the authenticator, e.g. scopes.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, Vec<String>>,
 }
@@ -107,20 +111,28 @@ impl From<&User> for UserInfo {
 #[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectReference {
+    /// The resource, a plural, e.g. `pizzas`.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub resource: String,
+    /// The namespace; empty for cluster-scoped objects.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    /// The object's name, from the path or else the body; empty when neither names one.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// The object's `metadata.uid`, when known.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    /// The API group; empty for the core group.
     #[serde(rename = "apiGroup", skip_serializing_if = "String::is_empty")]
     pub api_group: String,
+    /// The version in the request path, e.g. `v1`.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub api_version: String,
+    /// The object's `metadata.resourceVersion`, when known.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub resource_version: String,
+    /// The subresource, e.g. `status`; empty for the main resource.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub subresource: String,
 }
@@ -128,15 +140,21 @@ pub struct ObjectReference {
 /// The bounded part of a `Status` (upstream copies these fields only), or just the code.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ResponseStatus {
+    /// The `Status`'s list metadata; always empty, as upstream writes it.
     pub metadata: BTreeMap<String, Value>,
+    /// `Success` or `Failure`; empty when only the code is known.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub status: String,
+    /// The `Status`'s human-readable message.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The `Status`'s machine-readable reason, e.g. `NotFound`.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// The `Status`'s details (name, kind, causes), as JSON.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
+    /// The HTTP status code.
     pub code: i32,
 }
 

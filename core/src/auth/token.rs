@@ -16,6 +16,7 @@ pub struct BearerTokens {
 }
 
 impl BearerTokens {
+    /// No token known: every token is "not mine".
     pub fn new() -> Self {
         Self::default()
     }

@@ -89,7 +89,9 @@ pub enum ApplyError {
     BadRequest(String),
     /// Fields other managers own: the message and, per field, the manager as upstream prints it and the path.
     Conflicts {
+        /// The 409 message, e.g. `Apply failed with 1 conflict: conflict with "kubectl": .spec.size`.
         message: String,
+        /// One `StatusCause` per field: `conflict with <manager>` and the field's path.
         causes: Vec<(String, String)>,
     },
     /// A 500 with this text.
@@ -99,18 +101,23 @@ pub enum ApplyError {
 /// The outcome of an apply: the new object (`None` when it equals the live one) and its managed fields.
 #[derive(Debug)]
 pub struct Applied {
+    /// The object to write, or `None` when the apply changes nothing.
     pub object: Option<Value>,
+    /// The new `metadata.managedFields`.
     pub managed_fields: Vec<ManagedFieldsEntry>,
 }
 
 /// The field manager of one endpoint and version.
 pub struct FieldManager<'a> {
+    /// The type's served versions, to read fields managed in other versions.
     pub versions: &'a dyn Versions,
     /// The request's `group/version`.
     pub api_version: &'a str,
+    /// The kind, e.g. `Pizza`.
     pub kind: &'a str,
     /// `status` for the status subresource, else empty.
     pub subresource: &'a str,
+    /// Fields writes through this endpoint never own.
     pub reset: &'a ResetFields,
 }
 

@@ -10,13 +10,17 @@ use serde_json::Value;
 /// One step of a path.
 #[derive(Clone, Debug)]
 pub enum PathElement {
+    /// A struct field or map key (`f:name`).
     Field(String),
     /// The key fields of a map list's item, sorted by name.
     Key(Vec<(String, Value)>),
+    /// An item of a set, by its value (`v:"a"`).
     Value(Value),
+    /// An item of an atomic list, by position (`i:0`).
     Index(usize),
 }
 
+/// A field path from the object's root, one step per element.
 pub type Path = Vec<PathElement>;
 
 impl PathElement {

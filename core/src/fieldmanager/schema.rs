@@ -10,8 +10,10 @@ use serde_json::{Map, Value};
 #[derive(Clone, Copy, Debug)]
 pub struct TypeRef<'a>(pub Option<&'a Value>);
 
+/// How a list merges, from `x-kubernetes-list-type` (or a `merge` patch strategy).
 #[derive(Clone, Debug, PartialEq)]
 pub enum ListKind<'a> {
+    /// Replaced as a whole; items are named by index (`i:`).
     Atomic,
     /// A set of scalars, each item its own path (`v:`).
     Set,
@@ -19,22 +21,31 @@ pub enum ListKind<'a> {
     Map(Vec<&'a str>),
 }
 
+/// The shape of a schema node: a scalar, a list or a map.
 #[derive(Clone, Debug)]
 pub enum Atom<'a> {
+    /// A string, number, boolean or null: owned as a whole.
     Scalar,
+    /// A list.
     List {
+        /// The type of its items.
         items: TypeRef<'a>,
+        /// How it merges.
         kind: ListKind<'a>,
     },
     /// A struct (declared `fields`) or a map (`elements`), or both.
     Map {
+        /// The declared fields (`properties`), if any.
         fields: Option<&'a Map<String, Value>>,
+        /// The type of entries that are not declared fields (`additionalProperties`).
         elements: TypeRef<'a>,
+        /// `x-kubernetes-map-type: atomic`: replaced as a whole.
         atomic: bool,
     },
 }
 
 impl<'a> TypeRef<'a> {
+    /// No schema: the shape is deduced from the value.
     pub const DEDUCED: TypeRef<'static> = TypeRef(None);
 
     /// The schema itself, looking through `allOf`/`anyOf`/`oneOf` wrappers (nullable fields).

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::path::{Path, PathElement, go_json};
 
+/// A set of field paths, as `managedFields[].fieldsV1` holds one per manager.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Set {
     members: BTreeSet<PathElement>,
@@ -15,10 +16,12 @@ pub struct Set {
 }
 
 impl Set {
+    /// The empty set.
     pub fn new() -> Set {
         Set::default()
     }
 
+    /// The set of the given paths.
     pub fn of(paths: &[Path]) -> Set {
         let mut set = Set::new();
         for path in paths {
@@ -27,6 +30,7 @@ impl Set {
         set
     }
 
+    /// Adds `path`; the empty path is not a member and is ignored.
     pub fn insert(&mut self, path: &[PathElement]) {
         match path {
             [] => {}
@@ -37,6 +41,7 @@ impl Set {
         }
     }
 
+    /// Whether `path` itself is a member (a member below it does not count).
     pub fn has(&self, path: &[PathElement]) -> bool {
         match path {
             [] => false,
@@ -45,14 +50,17 @@ impl Set {
         }
     }
 
+    /// Whether the set has no member at any depth.
     pub fn is_empty(&self) -> bool {
         self.members.is_empty() && self.children.values().all(Set::is_empty)
     }
 
+    /// The members one step long, in upstream's order.
     pub fn members(&self) -> impl Iterator<Item = &PathElement> {
         self.members.iter()
     }
 
+    /// For each first step with longer members, the set of the rest of their paths.
     pub fn children(&self) -> impl Iterator<Item = (&PathElement, &Set)> {
         self.children.iter()
     }
@@ -62,10 +70,12 @@ impl Set {
         self.children.get(element).filter(|c| !c.is_empty())
     }
 
+    /// Adds the one-step path `element`.
     pub fn add_member(&mut self, element: PathElement) {
         self.members.insert(element);
     }
 
+    /// The paths in either set.
     pub fn union(&self, other: &Set) -> Set {
         let mut out = self.clone();
         out.members.extend(other.members.iter().cloned());
@@ -79,6 +89,7 @@ impl Set {
         out
     }
 
+    /// The paths in both sets.
     pub fn intersection(&self, other: &Set) -> Set {
         let members = self.members.intersection(&other.members).cloned().collect();
         let children = self

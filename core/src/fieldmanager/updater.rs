@@ -15,21 +15,28 @@ use super::typed::{self, Comparison, ValidationErrors};
 /// A manager as `managedFields` names it: the name, the operation, the version of an update, the subresource.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Manager {
+    /// `managedFields[].manager`, e.g. `kubectl-client-side-apply`.
     pub name: String,
+    /// Whether the fields came from an apply (`operation: Apply`) rather than an update.
     pub applied: bool,
     /// Empty for an apply (an applier is one manager whatever the version).
     pub api_version: String,
+    /// `managedFields[].subresource`: empty for the main resource.
     pub subresource: String,
 }
 
 /// The fields a manager owns, in the version it used.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VersionedSet {
+    /// The owned fields.
     pub set: Set,
+    /// The version the paths are named in.
     pub api_version: String,
+    /// Whether the fields came from an apply (`operation: Apply`).
     pub applied: bool,
 }
 
+/// Each manager's fields: `metadata.managedFields` decoded.
 pub type ManagedFields = BTreeMap<Manager, VersionedSet>;
 
 /// The versions of the type: their schemas, and conversion between them.
@@ -45,7 +52,9 @@ pub trait Versions {
 pub enum UpdateError {
     /// Fields another manager owns, with that manager.
     Conflicts(Vec<(Manager, Path)>),
+    /// The object does not fit its schema.
     Invalid(ValidationErrors),
+    /// A failure of the server, e.g. a conversion between versions.
     Internal(String),
 }
 

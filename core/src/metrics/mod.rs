@@ -82,9 +82,13 @@ pub struct RequestLabels {
     pub verb: String,
     /// The `dryRun` values, sorted, without repeats, joined by `,`.
     pub dry_run: String,
+    /// The API group of the resource; empty for the core group and non-resource requests.
     pub group: String,
+    /// The API version of the request's path, e.g. `v1`.
     pub version: String,
+    /// The resource, a plural, e.g. `pizzas`; empty for non-resource requests.
     pub resource: String,
+    /// The subresource, e.g. `status`; empty for the main resource.
     pub subresource: String,
     /// `resource` (one object, or a create), `namespace`, `cluster`.
     pub scope: String,
@@ -384,6 +388,7 @@ fn histogram(name: &str, help: &str, buckets: &[f64], labels: &[&str]) -> Histog
 }
 
 impl Metrics {
+    /// The metric families, all at zero, in a registry of their own (one per server).
     pub fn new() -> Metrics {
         let without_dry_run: Vec<&str> = REQUEST_LABELS
             .iter()

@@ -11,6 +11,7 @@ use crate::validation::ErrorList;
 pub struct Cause {
     /// E.g. `FieldValueInvalid`.
     pub reason: String,
+    /// The field error's text without the field, e.g. `Invalid value: 0: cannot be negative or zero`.
     pub message: String,
     /// E.g. `spec.toppings[0].quantity`.
     pub field: String,
@@ -19,12 +20,17 @@ pub struct Cause {
 /// `Status.details`: which object the error is about.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Details {
+    /// The object's name; empty when the request named none.
     pub name: String,
+    /// The API group of the kind or resource; empty for the core group.
     pub group: String,
     /// A kind for Invalid errors, the resource (plural) for the others, as upstream.
     pub kind: String,
+    /// The object's `metadata.uid`, when the error is about one object whose UID is known.
     pub uid: String,
+    /// One cause per field error, for `Invalid` answers.
     pub causes: Vec<Cause>,
+    /// `Status.details.retryAfterSeconds`: how long a client should wait before retrying; 0 for no advice.
     pub retry_after_seconds: i32,
 }
 
@@ -32,9 +38,11 @@ pub struct Details {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ApiError {
+    /// The HTTP status code, also `Status.code`.
     pub code: u16,
     /// The `StatusReason`, e.g. `NotFound`.
     pub reason: &'static str,
+    /// The human-readable `Status.message`.
     pub message: String,
     /// Boxed: errors travel in `Result`s on hot paths and should stay small.
     pub details: Option<Box<Details>>,
@@ -57,6 +65,7 @@ fn resource_details(resource: &GroupResource, name: &str) -> Option<Box<Details>
 }
 
 impl ApiError {
+    /// An error with a code, a reason and a message, and no details.
     pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             code,
@@ -132,6 +141,7 @@ impl ApiError {
         }
     }
 
+    /// 400 `BadRequest` with `message`.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }

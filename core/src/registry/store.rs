@@ -31,12 +31,15 @@ pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 /// (after validation, inside the optimistic update loop) without the store knowing about admission.
 #[async_trait]
 pub trait AdmissionCheck<T>: Send + Sync {
+    /// Checks an object about to be created; an error rejects the create.
     async fn validate_create(&self, _object: &T) -> Result<(), ApiError> {
         Ok(())
     }
+    /// Checks an update of `old` to `new`; an error rejects the update.
     async fn validate_update(&self, _new: &T, _old: &T) -> Result<(), ApiError> {
         Ok(())
     }
+    /// Checks a delete of `old`; an error rejects the delete.
     async fn validate_delete(&self, _old: &T) -> Result<(), ApiError> {
         Ok(())
     }
@@ -52,6 +55,7 @@ impl<T: Send + Sync> AdmissionCheck<T> for NoAdmission {}
 /// PUT, the patched object for PATCH. It may run several times, once per conflict.
 #[async_trait]
 pub trait UpdatedObject<T>: Send + Sync {
+    /// The object to write given the current one; an error ends the update with that error.
     async fn updated(&self, current: Option<&T>) -> Result<T, ApiError>;
 }
 
@@ -68,29 +72,41 @@ impl<T: Clone + Send + Sync> UpdatedObject<T> for Replace<T> {
 /// A written object and the warnings the strategy produced.
 #[derive(Clone, Debug)]
 pub struct Written<T> {
+    /// The object as stored (in a dry run, as it would be).
     pub object: T,
     /// True when an update created the object (201 instead of 200).
     pub created: bool,
+    /// Messages for the client, sent as `Warning` headers.
     pub warnings: Vec<String>,
 }
 
 /// What to read in a list or watch: upstream's `ListOptions` after parsing.
 #[derive(Clone, Debug, Default)]
 pub struct ListRequest {
+    /// `labelSelector`: only objects whose labels match.
     pub label_selector: LabelSelector,
+    /// `fieldSelector`: only objects whose fields match; a name in the path is added here as `metadata.name`.
     pub field_selector: FieldSelector,
+    /// `limit`: the most items in one page; 0 for no limit.
     pub limit: u64,
+    /// `continue`: the token from the previous page's `metadata.continue`.
     pub continue_token: Option<String>,
+    /// `resourceVersion`: `None` when unset (the latest, read consistently), `Some(0)` for any.
     pub resource_version: Option<u64>,
+    /// `resourceVersionMatch`: how `resource_version` is compared.
     pub resource_version_match: Option<ResourceVersionMatch>,
+    /// `sendInitialEvents`: whether a watch starts with the current objects as ADDED events.
     pub send_initial_events: Option<bool>,
+    /// `allowWatchBookmarks`: whether a watch may send BOOKMARK events.
     pub allow_watch_bookmarks: bool,
 }
 
 /// One page of a list.
 #[derive(Clone, Debug, Default)]
 pub struct ObjectList<T> {
+    /// `resourceVersion`, `continue` and `remainingItemCount` of the page.
     pub metadata: ListMeta,
+    /// The objects of the page, in key order.
     pub items: Vec<T>,
 }
 
@@ -101,7 +117,9 @@ pub enum WatchItem<T> {
     Object(EventType, T),
     /// A BOOKMARK at a revision; `initial_events_end` marks the end of the initial events.
     Bookmark {
+        /// The revision the watch has reached.
         resource_version: u64,
+        /// Whether the initial events of a `sendInitialEvents` watch end here.
         initial_events_end: bool,
     },
     /// The watch failed and ends.
@@ -133,6 +151,7 @@ impl<T> WatchItem<T> {
 /// as the watch cache sends them.
 #[derive(Clone, Debug)]
 pub struct WatchChange<T> {
+    /// The event.
     pub item: WatchItem<T>,
     /// For MODIFIED: the object before the change, when known.
     pub previous: Option<T>,
@@ -251,6 +270,7 @@ impl<T: Resource> Store<T> {
         Self::new(Arc::new(cache), prefix, codec, strategy, storage_format)
     }
 
+    /// The versions and encodings this store serves.
     pub fn codec(&self) -> &ResourceCodec<T> {
         &self.codec
     }
@@ -265,6 +285,7 @@ impl<T: Resource> Store<T> {
         }
     }
 
+    /// The storage objects are read from and written to (the watch cache, when the store has one).
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.storage
     }
@@ -1327,6 +1348,7 @@ pub const FINALIZER_DELETE_DEPENDENTS: &str = "foregroundDeletion";
 /// What a delete asks for: upstream's `DeleteOptions` after validation.
 #[derive(Clone, Debug, Default)]
 pub struct DeleteRequest {
+    /// `preconditions`: the UID and resource version the object must have.
     pub preconditions: DeletePreconditions,
     /// Seconds until a graceful deletion; only strategies that delete gracefully use it.
     pub grace_period_seconds: Option<i64>,
@@ -1334,6 +1356,7 @@ pub struct DeleteRequest {
     pub orphan_dependents: Option<bool>,
     /// `Orphan`, `Background` or `Foreground`.
     pub propagation_policy: Option<String>,
+    /// `dryRun=All`: check and answer, but do not delete.
     pub dry_run: bool,
 }
 
@@ -1410,7 +1433,9 @@ fn mark_as_deleting(meta: &mut crate::meta::ObjectMeta) {
 /// `DeleteOptions.preconditions`.
 #[derive(Clone, Debug, Default)]
 pub struct DeletePreconditions {
+    /// The object's `metadata.uid` must be this.
     pub uid: Option<String>,
+    /// The object's `metadata.resourceVersion` must be this.
     pub resource_version: Option<String>,
 }
 

@@ -14,6 +14,7 @@ use std::hash::Hash;
     note = "give the field `#[versioned(to_hub = \"fn\", from_hub = \"fn\")]`, or derive `Versioned` on the nested type"
 )]
 pub trait Convert<T> {
+    /// The value as `T`.
     fn convert(&self) -> T;
 }
 

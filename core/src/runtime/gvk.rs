@@ -5,11 +5,14 @@ use std::fmt;
 /// An API group and version, e.g. `restaurant.programming-kubernetes.info/v1beta1`; the core group is `""`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct GroupVersion {
+    /// The API group, e.g. `restaurant.programming-kubernetes.info`; empty for the core group.
     pub group: String,
+    /// The version, e.g. `v1beta1`.
     pub version: String,
 }
 
 impl GroupVersion {
+    /// `version` in `group` (`""` for the core group).
     pub fn new(group: impl Into<String>, version: impl Into<String>) -> Self {
         Self {
             group: group.into(),
@@ -37,6 +40,7 @@ impl GroupVersion {
         }
     }
 
+    /// `kind` in this group version.
     pub fn with_kind(&self, kind: impl Into<String>) -> GroupVersionKind {
         GroupVersionKind {
             group: self.group.clone(),
@@ -45,6 +49,7 @@ impl GroupVersion {
         }
     }
 
+    /// `resource` (a plural) in this group version.
     pub fn with_resource(&self, resource: impl Into<String>) -> GroupVersionResource {
         GroupVersionResource {
             group: self.group.clone(),
@@ -67,16 +72,21 @@ impl fmt::Display for GroupVersion {
 /// A kind in a group version: what `apiVersion` + `kind` in a body name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct GroupVersionKind {
+    /// The API group, e.g. `restaurant.programming-kubernetes.info`; empty for the core group.
     pub group: String,
+    /// The version, e.g. `v1beta1`.
     pub version: String,
+    /// The kind, in CamelCase, e.g. `Pizza`.
     pub kind: String,
 }
 
 impl GroupVersionKind {
+    /// The group and version, without the kind.
     pub fn group_version(&self) -> GroupVersion {
         GroupVersion::new(self.group.clone(), self.version.clone())
     }
 
+    /// The group and kind, without the version.
     pub fn group_kind(&self) -> GroupKind {
         GroupKind {
             group: self.group.clone(),
@@ -95,12 +105,16 @@ impl fmt::Display for GroupVersionKind {
 /// A resource (plural name in URLs) in a group version.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct GroupVersionResource {
+    /// The API group, e.g. `restaurant.programming-kubernetes.info`; empty for the core group.
     pub group: String,
+    /// The version, e.g. `v1beta1`.
     pub version: String,
+    /// The resource: the lower-case plural in URLs, e.g. `pizzas`.
     pub resource: String,
 }
 
 impl GroupVersionResource {
+    /// The group and resource, without the version.
     pub fn group_resource(&self) -> GroupResource {
         GroupResource {
             group: self.group.clone(),
@@ -112,7 +126,9 @@ impl GroupVersionResource {
 /// A kind independent of version.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct GroupKind {
+    /// The API group, e.g. `restaurant.programming-kubernetes.info`; empty for the core group.
     pub group: String,
+    /// The kind, in CamelCase, e.g. `Pizza`.
     pub kind: String,
 }
 
@@ -130,7 +146,9 @@ impl fmt::Display for GroupKind {
 /// A resource independent of version; it names objects in error messages (`pizzas.restaurant...`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct GroupResource {
+    /// The API group, e.g. `restaurant.programming-kubernetes.info`; empty for the core group.
     pub group: String,
+    /// The resource: the lower-case plural in URLs, e.g. `pizzas`.
     pub resource: String,
 }
 

@@ -14,6 +14,7 @@ use crate::meta::ListMeta;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(bound(serialize = "T: Serialize", deserialize = "T: Deserialize<'de>"))]
 pub struct List<T> {
+    /// `resourceVersion`, `continue` and `remainingItemCount` of the list.
     #[serde(default)]
     pub metadata: ListMeta,
     /// Always emitted (`"items": []` when empty); `null` reads as empty.

@@ -13,6 +13,7 @@ use super::{GroupResource, GroupVersion, GroupVersionKind, List, Resource, Scope
 /// A request body decoded into the hub, with the warnings field validation produced.
 #[derive(Debug)]
 pub struct Decoded<H> {
+    /// The object, converted to the hub and defaulted by its version.
     pub object: H,
     /// The group/version/kind the body declared (or the endpoint's, when it declared none).
     pub gvk: GroupVersionKind,
@@ -23,33 +24,55 @@ pub struct Decoded<H> {
 /// Why a body could not become a hub object; every variant is a 400 BadRequest with this text.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
+    /// The bytes are not valid for the media type or the target type.
     #[error(transparent)]
     Codec(#[from] CodecError),
     /// Upstream: `the API version in the data (%s) does not match the expected API version (%v)`.
     #[error(
         "the API version in the data ({data}) does not match the expected API version ({expected})"
     )]
-    VersionMismatch { data: String, expected: String },
+    VersionMismatch {
+        /// The `apiVersion` the body declared.
+        data: String,
+        /// The `apiVersion` of the endpoint the body was sent to.
+        expected: String,
+    },
     /// Upstream: `%s in version %q cannot be handled as a %s: %v`.
     #[error("{kind} in version \"{version}\" cannot be handled as a {expected}: {reason}")]
     KindMismatch {
+        /// The kind the body declared.
         kind: String,
+        /// The version the body declared.
         version: String,
+        /// The kind the endpoint serves.
         expected: String,
+        /// Why the body could not be read as `expected`.
         reason: String,
     },
     /// The version is not one this kind is served in.
     #[error("no version \"{version}\" has been registered for {kind}")]
-    UnknownVersion { kind: String, version: String },
+    UnknownVersion {
+        /// The kind of the object.
+        kind: String,
+        /// The version asked for.
+        version: String,
+    },
 }
 
 /// Why a hub object could not be written in a version and format.
 #[derive(Debug, thiserror::Error)]
 pub enum EncodeError {
+    /// The object could not be serialized in the media type.
     #[error(transparent)]
     Codec(#[from] CodecError),
+    /// The version is not one this kind is served in.
     #[error("no version \"{version}\" has been registered for {kind}")]
-    UnknownVersion { kind: String, version: String },
+    UnknownVersion {
+        /// The kind of the object.
+        kind: String,
+        /// The version asked for.
+        version: String,
+    },
 }
 
 /// One served version behind a type-erased face, so that a [`ResourceCodec`] can hold all versions of a hub.
@@ -313,6 +336,7 @@ impl<H: Resource> std::fmt::Debug for ResourceCodec<H> {
 }
 
 impl<H: Resource> ResourceCodec<H> {
+    /// A codec that serves no version yet; add them with [`ResourceCodec::version`].
     pub fn new() -> Self {
         Self::default()
     }
@@ -376,6 +400,7 @@ impl<H: Resource> ResourceCodec<H> {
         self.versions.iter().map(|v| v.version())
     }
 
+    /// Whether `version` is one of the served versions.
     pub fn serves(&self, version: &str) -> bool {
         self.versions.iter().any(|v| v.version() == version)
     }
@@ -711,13 +736,21 @@ impl<H: Resource> ResourceCodec<H> {
 /// A kind as discovery and OpenAPI see it: names, scope and the versions it is served in.
 #[derive(Clone, Debug)]
 pub struct KindDescription {
+    /// The API group the kind is served in.
     pub group: &'static str,
+    /// The kind, e.g. `Pizza`.
     pub kind: &'static str,
+    /// The resource name in URLs, e.g. `pizzas`.
     pub plural: &'static str,
+    /// The lowercase singular name, e.g. `pizza`.
     pub singular: &'static str,
+    /// Whether objects live in a namespace (`true`) or in the cluster scope.
     pub namespaced: bool,
+    /// Abbreviations kubectl accepts, e.g. `pz`.
     pub short_names: &'static [&'static str],
+    /// Groups of resources kubectl lists together, e.g. `all`.
     pub categories: &'static [&'static str],
+    /// The stored subresources, e.g. `status`.
     pub subresources: &'static [&'static str],
     /// Subresources answered by the server's own code (`Api::subresource`).
     pub custom_subresources: Vec<SubresourceDescription>,
@@ -725,6 +758,7 @@ pub struct KindDescription {
     pub read_only: bool,
     /// Answers `watch` (stored kinds do; provided ones when their code can).
     pub watch: bool,
+    /// The served versions, the preferred one first.
     pub versions: Vec<&'static str>,
     /// The OpenAPI v3 schema of each served version's root type.
     pub schemas: BTreeMap<&'static str, serde_json::Value>,
@@ -733,7 +767,9 @@ pub struct KindDescription {
 /// How discovery lists a custom subresource.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubresourceDescription {
+    /// The subresource's name in URLs, e.g. `scale`.
     pub name: &'static str,
+    /// The verbs discovery lists for it, e.g. `get`, `update`.
     pub verbs: &'static [&'static str],
     /// `(group, version, kind)` of the answer, if it is an object.
     pub response_kind: Option<(&'static str, &'static str, &'static str)>,

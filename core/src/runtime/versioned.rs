@@ -13,6 +13,7 @@ use super::Resource;
 pub trait Versioned:
     Serialize + DeserializeOwned + prost::Message + Default + Clone + PartialEq + Send + Sync + 'static
 {
+    /// The hub type this version converts to and from.
     type Hub: Resource;
     /// The version name, e.g. `v1beta1`.
     const VERSION: &'static str;
@@ -25,7 +26,9 @@ pub trait Versioned:
     /// Applies this version's defaults to a value decoded from the wire.
     fn set_defaults(&mut self) {}
 
+    /// This value converted to the hub.
     fn to_hub(&self) -> Self::Hub;
+    /// `hub` converted to this version; no defaults are applied.
     fn from_hub(hub: &Self::Hub) -> Self;
 
     /// The OpenAPI v3 schema of this version's root type (structural, as Kubernetes publishes). Without one a

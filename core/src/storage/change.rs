@@ -8,9 +8,13 @@ use super::{EventType, Predicate, StoredObject, WatchEvent};
 /// Backends and the watch cache keep these in their change history and share them among watchers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
+    /// The revision of the write, as `metadata.resourceVersion` gives it.
     pub revision: u64,
+    /// The storage key of the object written.
     pub key: String,
+    /// The new value; `None` for a deletion.
     pub value: Option<Bytes>,
+    /// The value before the write; `None` for a create (or when unknown).
     pub prev: Option<Bytes>,
     /// The revision that wrote `prev` (0 when unknown), so that the history can give the object as it was.
     pub prev_revision: u64,
