@@ -43,7 +43,14 @@ async fn quick_run_produces_every_phase() {
             assert!(phase.errors.is_empty(), "{}: {phase:?}", backend.backend);
             assert!(phase.p50_ms <= phase.p99_ms && phase.p99_ms <= phase.max_ms);
         }
-        let conflicts = &backend.phases[4];
+        let phase = |name: &str| {
+            backend
+                .phases
+                .iter()
+                .find(|p| p.name == name)
+                .unwrap_or_else(|| panic!("no phase {name}"))
+        };
+        let conflicts = phase("update (conflicts)");
         assert_eq!(
             conflicts.extra["lost_updates"], 0.0,
             "no acknowledged update may be lost"
@@ -52,14 +59,14 @@ async fn quick_run_produces_every_phase() {
             conflicts.extra["acknowledged"],
             (Sizes::quick().updaters * Sizes::quick().increments) as u64
         );
-        let fan_out = &backend.phases[6];
+        let fan_out = phase("watch fan-out (8 watchers)");
         assert_eq!(
             fan_out.extra["events_delivered"],
             fan_out.extra["events_expected"]
         );
         assert_eq!(
-            backend.phases[7].requests,
-            backend.phases[0].requests + 1 + 2 * Sizes::quick().watch_events
+            phase("delete").requests,
+            phase("create").requests + 1 + 2 * Sizes::quick().watch_events
         );
     }
     assert!(
