@@ -121,6 +121,33 @@ impl CoreCluster {
         store
     }
 
+    /// Starts an informer of any kind in all namespaces (the kind found by discovery: admission policies'
+    /// parameters) and returns its store.
+    pub fn dynamic_informer(
+        &self,
+        resource: &kube::discovery::ApiResource,
+        what: &str,
+    ) -> kube::runtime::reflector::Store<kube::api::DynamicObject> {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, reflector, watcher};
+
+        let writer = reflector::store::Writer::new(resource.clone());
+        let store = writer.as_reader();
+        let api =
+            kube::Api::<kube::api::DynamicObject>::all_with(self.watch_client.clone(), resource);
+        let what = what.to_string();
+        let stream = reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff()
+            .for_each(move |event| {
+                if let Err(e) = event {
+                    tracing::warn!("{what} informer: {e}");
+                }
+                futures::future::ready(())
+            });
+        tokio::spawn(stream);
+        store
+    }
+
     /// A client for requests to the core cluster.
     pub fn client(&self) -> kube::Client {
         self.client.clone()

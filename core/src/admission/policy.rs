@@ -21,9 +21,9 @@ use k8s_openapi::api::admissionregistration::v1::{
     MatchResources, NamedRuleWithOperations, ParamKind, ParamRef, RuleWithOperations,
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec,
 };
-use kube::api::{DynamicObject, ListParams};
+use kube::api::DynamicObject;
 use kube::discovery::{ApiResource, Scope};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::{Value, json};
 
 use super::expressions::Programs;
@@ -59,8 +59,17 @@ pub(super) struct PolicyCluster {
     pub programs: Programs,
     /// The server's metrics (`apiserver_*_admission_policy_check_*`).
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
-    /// Parameter kinds resolved through the core cluster's discovery.
-    param_resources: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
+    /// Parameter kinds resolved through the core cluster's discovery, each with its informer (upstream reads
+    /// parameters from informers too: no request to the core cluster per admission).
+    param_resources: Mutex<HashMap<(String, String), ParamSource>>,
+}
+
+/// Where a parameter kind's objects come from.
+#[derive(Clone)]
+struct ParamSource {
+    resource: ApiResource,
+    namespaced: bool,
+    objects: Store<DynamicObject>,
 }
 
 /// A refusal found while evaluating one binding.
@@ -242,8 +251,9 @@ impl PolicyCluster {
         Ok(Some(version))
     }
 
-    /// The parameter kind's resource and whether it is namespaced, from the core cluster's discovery.
-    async fn param_resource(&self, kind: &ParamKind) -> Result<(ApiResource, bool), String> {
+    /// The parameter kind's resource, whether it is namespaced, and its informer (started on first use), from the
+    /// core cluster's discovery.
+    async fn param_source(&self, kind: &ParamKind) -> Result<ParamSource, String> {
         let api_version = kind.api_version.clone().unwrap_or_default();
         let kind_name = kind.kind.clone().unwrap_or_default();
         let key = (api_version.clone(), kind_name.clone());
@@ -260,15 +270,22 @@ impl PolicyCluster {
         let (resource, capabilities) = kube::discovery::pinned_kind(&self.cluster.client(), &gvk)
             .await
             .map_err(|_| format!("paramKind kind `{api_version}, Kind={kind_name}` not known"))?;
-        let found = (resource, capabilities.scope == Scope::Namespaced);
-        if let Ok(mut cache) = self.param_resources.lock() {
-            cache.insert(key, found.clone());
-        }
-        Ok(found)
+        let mut cache = self
+            .param_resources
+            .lock()
+            .map_err(|_| "parameter informers unavailable".to_string())?;
+        let source = cache.entry(key).or_insert_with(|| ParamSource {
+            objects: self
+                .cluster
+                .dynamic_informer(&resource, &format!("{kind_name} parameters")),
+            namespaced: capabilities.scope == Scope::Namespaced,
+            resource,
+        });
+        Ok(source.clone())
     }
 
-    /// The parameter objects a binding selects (upstream's `CollectParams`): `[None]` when the policy takes no
-    /// parameters; an error is a configuration error.
+    /// The parameter objects a binding selects (upstream's `CollectParams`), from the kind's informer: `[None]`
+    /// when the policy takes no parameters; an error is a configuration error.
     pub async fn params(
         &self,
         kind: Option<&ParamKind>,
@@ -278,45 +295,66 @@ impl PolicyCluster {
         let (Some(kind), Some(reference)) = (kind, reference) else {
             return Ok(vec![None]);
         };
-        let (resource, namespaced) = self.param_resource(kind).await?;
-        let client = self.cluster.client();
+        let source = self.param_source(kind).await?;
+        if tokio::time::timeout(READY_WAIT, source.objects.wait_until_ready())
+            .await
+            .is_err()
+        {
+            return Err(format!(
+                "paramKind kind `{}, Kind={}` not yet synced to use for admission",
+                kind.api_version.as_deref().unwrap_or_default(),
+                kind.kind.as_deref().unwrap_or_default()
+            ));
+        }
         let ref_namespace = reference.namespace.as_deref().unwrap_or_default();
-        let api = if namespaced {
-            let namespace = if !ref_namespace.is_empty() {
-                ref_namespace
+        let namespace = if source.namespaced {
+            if !ref_namespace.is_empty() {
+                Some(ref_namespace)
             } else if !namespace.is_empty() {
-                namespace
+                Some(namespace)
             } else {
                 return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into());
-            };
-            kube::Api::<DynamicObject>::namespaced_with(client, namespace, &resource)
+            }
         } else if !ref_namespace.is_empty() {
             return Err(
                 "paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into(),
             );
         } else {
-            kube::Api::<DynamicObject>::all_with(client, &resource)
+            None
         };
         let name = reference.name.as_deref().unwrap_or_default();
-        let found: Vec<DynamicObject> = match (name, &reference.selector) {
+        let found: Vec<Arc<DynamicObject>> = match (name, &reference.selector) {
             ("", None) => return Err("one of name or selector must be provided".into()),
             (name, Some(_)) if !name.is_empty() => {
                 return Err("paramRef.name and paramRef.selector are mutually exclusive".into());
             }
-            (name, None) => api
-                .get_opt(name)
-                .await
-                .map_err(cluster_error)?
-                .into_iter()
-                .collect(),
+            (name, None) => {
+                let mut object =
+                    ObjectRef::<DynamicObject>::new_with(name, source.resource.clone());
+                if let Some(namespace) = namespace {
+                    object = object.within(namespace);
+                }
+                source.objects.get(&object).into_iter().collect()
+            }
             (_, Some(selector)) => {
                 let selector =
                     matching::selector(&Some(selector.clone())).map_err(|e| e.to_string())?;
-                let params = match selector {
-                    Some(s) => ListParams::default().labels(&s.to_string()),
-                    None => ListParams::default(),
-                };
-                api.list(&params).await.map_err(cluster_error)?.items
+                let mut found: Vec<Arc<DynamicObject>> = source
+                    .objects
+                    .state()
+                    .into_iter()
+                    .filter(|o| namespace.is_none() || o.metadata.namespace.as_deref() == namespace)
+                    .filter(|o| {
+                        let empty = BTreeMap::new();
+                        let labels = o.metadata.labels.as_ref().unwrap_or(&empty);
+                        selector.as_ref().is_none_or(|s| s.matches(labels))
+                    })
+                    .collect();
+                found.sort_by(|a, b| {
+                    (&a.metadata.namespace, &a.metadata.name)
+                        .cmp(&(&b.metadata.namespace, &b.metadata.name))
+                });
+                found
             }
         };
         if found.is_empty() && reference.parameter_not_found_action.as_deref() == Some("Deny") {
@@ -326,7 +364,13 @@ impl PolicyCluster {
         }
         found
             .into_iter()
-            .map(|o| serde_json::to_value(o).map(Some).map_err(|e| e.to_string()))
+            .map(|o| {
+                let mut value = serde_json::to_value(&*o).map_err(|e| e.to_string())?;
+                // The informer's objects carry no type; parameters show theirs, as upstream's wrapped params.
+                value["apiVersion"] = source.resource.api_version.clone().into();
+                value["kind"] = source.resource.kind.clone().into();
+                Ok(Some(value))
+            })
             .collect()
     }
 
@@ -409,14 +453,6 @@ pub(super) fn reason_code(reason: &str) -> (u16, &'static str) {
         reason::UNAUTHORIZED => (401, reason::UNAUTHORIZED),
         reason::REQUEST_ENTITY_TOO_LARGE => (413, reason::REQUEST_ENTITY_TOO_LARGE),
         _ => (422, reason::INVALID),
-    }
-}
-
-/// A core cluster error's message (the Status message of an API error).
-fn cluster_error(error: kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message,
-        other => other.to_string(),
     }
 }
 

@@ -632,14 +632,38 @@ pub async fn admission_policies(cluster: &Cluster, admin: &Path, direct: &Direct
         )
         .await
         .unwrap();
-    let (ok, text) = create(admin, "policies-on", &pizza_with("three", 3));
-    assert!(ok, "{text}");
+    // Parameters come from an informer: the change arrives a moment later.
+    let mut admitted = (false, String::new());
+    for attempt in 0..100 {
+        admitted = create(
+            admin,
+            "policies-on",
+            &pizza_with(&format!("three-{attempt}"), 3),
+        );
+        if admitted.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(admitted.0, "{}", admitted.1);
     // Without its parameter the binding denies (parameterNotFoundAction: Deny).
     Api::<ConfigMap>::namespaced(client.clone(), "default")
         .delete("pizza-limits", &DeleteParams::default())
         .await
         .unwrap();
-    let (ok, text) = create(admin, "policies-on", &pizza_with("unlimited", 1));
+    let mut refused = (true, String::new());
+    for attempt in 0..100 {
+        refused = create(
+            admin,
+            "policies-on",
+            &pizza_with(&format!("unlimited-{attempt}"), 1),
+        );
+        if !refused.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (ok, text) = refused;
     assert!(!ok, "{text}");
     assert!(
         text.contains("failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"),
