@@ -106,6 +106,9 @@ pub enum StartError {
     /// An admission plugin could not be configured.
     #[error("admission: {0}")]
     Admission(#[from] PluginError),
+    /// A type's CEL validation rules do not compile, or could cost more than upstream allows.
+    #[error("CEL validation rules of {0}")]
+    Rules(String),
     /// `--controllers` names a controller the server does not have.
     #[error("--controllers: {0}")]
     Controllers(String),
@@ -292,6 +295,9 @@ impl Assembly {
         codec: ResourceCodec<T>,
         strategy: S,
     ) -> Result<Store<T>, StartError> {
+        codec
+            .check_rules()
+            .map_err(|errors| StartError::Rules(format!("{}: {}", T::KIND, errors.join("; "))))?;
         let backend = self
             .instrumented
             .entry(T::GROUP.to_string())

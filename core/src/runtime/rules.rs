@@ -77,6 +77,77 @@ fn program(source: &str) -> Result<Arc<Program>, String> {
     Ok(compiled)
 }
 
+/// Upstream's `StaticEstimatedCostLimit`: the most one rule may be estimated to cost.
+const ESTIMATED_COST_LIMIT: u64 = 10_000_000;
+
+/// Compiles every rule of `schema` and checks its estimated cost (with the node's schema bounding `self` and
+/// `oldSelf`) against upstream's per-rule limit, as kube-apiserver does when a CRD is created: a rule that does not
+/// compile, or could cost more than a request may spend on it, is refused when the server starts rather than when a
+/// request runs it. Each error names the rule by its schema path, as upstream's CRD validation does.
+pub(crate) fn check_rules_statically(schema: &Json) -> Result<(), Vec<String>> {
+    let mut errors = Vec::new();
+    statically_at(schema, "openAPIV3Schema", &mut errors);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+fn statically_at(node: &Json, path: &str, errors: &mut Vec<String>) {
+    let Json::Object(map) = node else {
+        return;
+    };
+    if let Some(Json::Array(rules)) = map.get(VALIDATIONS) {
+        for (index, rule) in rules.iter().enumerate() {
+            let Some(source) = rule.get("rule").and_then(Json::as_str) else {
+                continue;
+            };
+            let at = format!("{path}.{VALIDATIONS}[{index}].rule");
+            let compiled = match program(source) {
+                Ok(compiled) => compiled,
+                Err(e) => {
+                    errors.push(format!(
+                        "{at}: Invalid value: {source:?}: compilation failed: {e}"
+                    ));
+                    continue;
+                }
+            };
+            let variables = [
+                apiserver_cel::VariableSchema {
+                    name: "self",
+                    schema: node,
+                },
+                apiserver_cel::VariableSchema {
+                    name: "oldSelf",
+                    schema: node,
+                },
+            ];
+            if let Err(e) = compiled.check_estimated_cost(&variables, ESTIMATED_COST_LIMIT) {
+                errors.push(format!("{at}: Forbidden: {e}"));
+            }
+        }
+    }
+    if let Some(Json::Object(properties)) = map.get("properties") {
+        for (name, sub) in properties {
+            statically_at(sub, &format!("{path}.properties[{name}]"), errors);
+        }
+    }
+    if let Some(items) = map.get("items") {
+        statically_at(items, &format!("{path}.items"), errors);
+    }
+    if let Some(values) = map.get("additionalProperties") {
+        statically_at(values, &format!("{path}.additionalProperties"), errors);
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        if let Some(Json::Array(alternatives)) = map.get(key) {
+            for (i, sub) in alternatives.iter().enumerate() {
+                statically_at(sub, &format!("{path}.{key}[{i}]"), errors);
+            }
+        }
+    }
+}
+
 /// The runtime cost left for one request's rules.
 struct Budget(u64);
 
@@ -343,6 +414,31 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn rules_that_do_not_compile_or_could_cost_too_much_are_refused_before_they_run() {
+        let schema = |max_items: Option<u64>, rule: &str| {
+            let mut list = json!({"type": "array", "items": {"type": "string"}});
+            if let Some(max) = max_items {
+                list["maxItems"] = max.into();
+                list["items"]["maxLength"] = 64.into();
+            }
+            list[VALIDATIONS] = json!([{"rule": rule}]);
+            json!({"type": "object", "properties": {"names": list}})
+        };
+        let pairwise = "self.all(a, self.all(b, a == b || !a.matches(b)))";
+        let errors = check_rules_statically(&schema(None, pairwise)).unwrap_err();
+        assert!(
+            errors[0].starts_with("openAPIV3Schema.properties[names].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of"),
+            "{errors:?}"
+        );
+        assert!(check_rules_statically(&schema(Some(10), pairwise)).is_ok());
+        let errors = check_rules_statically(&schema(Some(10), "self.size() <")).unwrap_err();
+        assert!(
+            errors[0].contains("Invalid value") && errors[0].contains("compilation failed"),
+            "{errors:?}"
+        );
+    }
 
     fn schema() -> Json {
         json!({

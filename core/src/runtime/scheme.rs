@@ -685,6 +685,26 @@ impl<H: Resource> ResourceCodec<H> {
         self.find(version).map(|v| v.patch_schema())
     }
 
+    /// Compiles the CEL validation rules of every served version and checks their estimated costs, as
+    /// kube-apiserver checks a CRD's rules when it is created: the refusals, each naming its version and rule.
+    pub fn check_rules(&self) -> Result<(), Vec<String>> {
+        let mut errors = Vec::new();
+        for version in &self.versions {
+            if !version.has_rules() {
+                continue;
+            }
+            if let Err(found) = super::rules::check_rules_statically(version.patch_schema()) {
+                let name = version.version();
+                errors.extend(found.into_iter().map(|e| format!("{name}: {e}")));
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+
     /// The errors of the CEL validation rules (`x-kubernetes-validations`) every served version declares, each
     /// checked on the object as that version writes it; `old` on an update (transition rules, ratcheting).
     pub fn rule_errors(&self, object: &H, old: Option<&H>) -> crate::validation::ErrorList {
