@@ -65,6 +65,9 @@ struct Cli {
     /// the steady state.
     #[arg(long)]
     lists: Option<usize>,
+    /// Watchers of the fan-out phase (overrides the size preset): each event is delivered to every one.
+    #[arg(long)]
+    watchers: Option<usize>,
     /// Authentication of the load: the static admin token, delegated to a core cluster, or both.
     #[arg(long, value_enum, default_value_t = AuthChoice::Static)]
     auth: AuthChoice,
@@ -96,6 +99,9 @@ async fn main() -> ExitCode {
     }
     if let Some(n) = cli.gets {
         sizes.gets = n;
+    }
+    if let Some(n) = cli.watchers {
+        sizes.watchers = n;
     }
     let mode = if let Some(kubeconfig) = cli.kubeconfig {
         Mode::Remote(kubeconfig)
