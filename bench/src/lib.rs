@@ -273,8 +273,15 @@ async fn measure(
     config: &Config,
 ) -> Result<BackendReport, String> {
     let client = target.endpoint.client(config.http1)?;
+    let watch_clients = (0..config
+        .sizes
+        .watchers
+        .div_ceil(phases::WATCHES_PER_CONNECTION))
+        .map(|_| target.endpoint.client(config.http1))
+        .collect::<Result<Vec<_>, _>>()?;
     let load = Arc::new(phases::Load::new(
         client,
+        watch_clients,
         target.endpoint.url.clone(),
         config.sizes.clone(),
     ));

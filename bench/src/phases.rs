@@ -18,19 +18,32 @@ const TOPPINGS: &str = "/apis/restaurant.programming-kubernetes.info/v1alpha1/to
 /// One benchmark run against one server.
 pub struct Load {
     pub client: reqwest::Client,
+    /// Clients of their own for the watchers, at most [`WATCHES_PER_CONNECTION`] watches on each: over the
+    /// writers' connection, a thousand open watches would take every HTTP/2 stream the server allows on it and the
+    /// writes would wait for one.
+    pub watch_clients: Vec<reqwest::Client>,
     pub base: String,
     pub sizes: Sizes,
     payload: String,
 }
 
+/// How many watches the harness opens on one connection (client-go's default stream limit is 250 too).
+pub const WATCHES_PER_CONNECTION: usize = 250;
+
 /// The outcome of one request: its latency and HTTP status (0 when it did not get one).
 type Outcome = (Duration, u16);
 
 impl Load {
-    pub fn new(client: reqwest::Client, base: String, sizes: Sizes) -> Self {
+    pub fn new(
+        client: reqwest::Client,
+        watch_clients: Vec<reqwest::Client>,
+        base: String,
+        sizes: Sizes,
+    ) -> Self {
         let payload = "x".repeat(sizes.value_bytes);
         Load {
             client,
+            watch_clients,
             base,
             sizes,
             payload,
@@ -371,18 +384,18 @@ impl Load {
     /// Opens a JSON watch from `resource_version` and records when each named object's ADDED event arrives.
     async fn watch(
         &self,
+        index: usize,
         resource_version: &str,
         arrivals: Arc<Mutex<HashMap<String, Instant>>>,
     ) -> Result<tokio::task::JoinHandle<()>, String> {
         let url = self.url(&format!(
             "{TOPPINGS}?watch=1&resourceVersion={resource_version}&timeoutSeconds=120"
         ));
-        let response = self
-            .client
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
+        let client = self
+            .watch_clients
+            .get(index / WATCHES_PER_CONNECTION)
+            .unwrap_or(&self.client);
+        let response = client.get(url).send().await.map_err(|e| e.to_string())?;
         if !response.status().is_success() {
             return Err(format!("watch: {}", response.status()));
         }
@@ -415,9 +428,9 @@ impl Load {
         let rv = self.collection_version().await;
         let mut arrivals = Vec::new();
         let mut tasks = Vec::new();
-        for _ in 0..watchers {
+        for index in 0..watchers {
             let map = Arc::new(Mutex::new(HashMap::new()));
-            match self.watch(&rv, map.clone()).await {
+            match self.watch(index, &rv, map.clone()).await {
                 Ok(task) => tasks.push(task),
                 Err(e) => {
                     let mut r =
