@@ -103,21 +103,8 @@ impl CoreCluster {
             + Sync
             + 'static,
     {
-        use futures::StreamExt;
-        use kube::runtime::{WatchStreamExt, reflector, watcher};
-
-        let (store, writer) = reflector::store();
-        let api = kube::Api::<K>::all(self.watch_client.clone());
-        let what = what.to_string();
-        let stream = reflector(writer, watcher(api, watcher::Config::default()))
-            .default_backoff()
-            .for_each(move |event| {
-                if let Err(e) = event {
-                    tracing::warn!("{what} informer: {e}");
-                }
-                futures::future::ready(())
-            });
-        tokio::spawn(stream);
+        let (store, writer) = kube::runtime::reflector::store();
+        spawn_reflector(writer, kube::Api::<K>::all(self.watch_client.clone()), what);
         store
     }
 
@@ -128,23 +115,11 @@ impl CoreCluster {
         resource: &kube::discovery::ApiResource,
         what: &str,
     ) -> kube::runtime::reflector::Store<kube::api::DynamicObject> {
-        use futures::StreamExt;
-        use kube::runtime::{WatchStreamExt, reflector, watcher};
-
-        let writer = reflector::store::Writer::new(resource.clone());
+        let writer = kube::runtime::reflector::store::Writer::new(resource.clone());
         let store = writer.as_reader();
         let api =
             kube::Api::<kube::api::DynamicObject>::all_with(self.watch_client.clone(), resource);
-        let what = what.to_string();
-        let stream = reflector(writer, watcher(api, watcher::Config::default()))
-            .default_backoff()
-            .for_each(move |event| {
-                if let Err(e) = event {
-                    tracing::warn!("{what} informer: {e}");
-                }
-                futures::future::ready(())
-            });
-        tokio::spawn(stream);
+        spawn_reflector(writer, api, what);
         store
     }
 
@@ -167,4 +142,35 @@ impl CoreCluster {
         self.namespaces
             .get(&kube::runtime::reflector::ObjectRef::new(name))
     }
+}
+
+/// Fills `writer` from a watch of `api` in the background, reconnecting with backoff; failures are logged under
+/// `what`.
+fn spawn_reflector<K>(
+    writer: kube::runtime::reflector::store::Writer<K>,
+    api: kube::Api<K>,
+    what: &str,
+) where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+
+    let what = what.to_string();
+    let stream = reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .for_each(move |event| {
+            if let Err(e) = event {
+                tracing::warn!("{what} informer: {e}");
+            }
+            futures::future::ready(())
+        });
+    tokio::spawn(stream);
 }

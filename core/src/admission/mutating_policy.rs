@@ -325,24 +325,13 @@ fn apply_json_patch(object: &mut Value, operations: Value) -> Result<(), String>
 
 /// Whether any expression of the policy names `variable` (see `ValidatingPolicies`).
 fn names_variable(spec: &MutatingAdmissionPolicySpec, variable: &str) -> bool {
-    let expressions = spec
-        .match_conditions
-        .iter()
-        .flatten()
-        .map(|c| c.expression.as_str())
-        .chain(
-            spec.variables
-                .iter()
-                .flatten()
-                .map(|v| v.expression.as_str()),
-        )
-        .chain(spec.mutations.iter().flatten().filter_map(|m| {
-            m.json_patch
-                .as_ref()
-                .or(m.apply_configuration.as_ref())
-                .map(|e| e.expression.as_str())
-        }));
-    mentions(expressions, variable)
+    let own = spec.mutations.iter().flatten().filter_map(|m| {
+        m.json_patch
+            .as_ref()
+            .or(m.apply_configuration.as_ref())
+            .map(|e| e.expression.as_str())
+    });
+    mentions(&spec.match_conditions, &spec.variables, own, variable)
 }
 
 #[async_trait]

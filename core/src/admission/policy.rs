@@ -18,8 +18,9 @@ use apiserver_cel::{Activation, Value as Cel};
 use async_trait::async_trait;
 use futures::FutureExt;
 use k8s_openapi::api::admissionregistration::v1::{
-    MatchResources, NamedRuleWithOperations, ParamKind, ParamRef, RuleWithOperations,
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec,
+    MatchCondition, MatchResources, NamedRuleWithOperations, ParamKind, ParamRef,
+    RuleWithOperations, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingAdmissionPolicySpec, Variable,
 };
 use kube::api::DynamicObject;
 use kube::discovery::{ApiResource, Scope};
@@ -418,32 +419,35 @@ pub(super) fn activation(
 /// Whether any expression of the policy names `variable` (a variable no expression names is not converted to
 /// CEL at all: the request and namespace objects are large and most policies read only `object`).
 fn names_variable(spec: &ValidatingAdmissionPolicySpec, variable: &str) -> bool {
-    let expressions = spec
-        .match_conditions
+    let own = spec
+        .validations
         .iter()
         .flatten()
-        .map(|c| c.expression.as_str())
-        .chain(
-            spec.variables
-                .iter()
-                .flatten()
-                .map(|v| v.expression.as_str()),
-        )
-        .chain(spec.validations.iter().flatten().flat_map(|v| {
-            std::iter::once(v.expression.as_str()).chain(v.message_expression.as_deref())
-        }))
+        .flat_map(|v| std::iter::once(v.expression.as_str()).chain(v.message_expression.as_deref()))
         .chain(
             spec.audit_annotations
                 .iter()
                 .flatten()
                 .map(|a| a.value_expression.as_str()),
         );
-    mentions(expressions, variable)
+    mentions(&spec.match_conditions, &spec.variables, own, variable)
 }
 
-/// Whether any of `expressions` names `variable`.
-pub(super) fn mentions<'a>(mut expressions: impl Iterator<Item = &'a str>, variable: &str) -> bool {
-    expressions.any(|e| e.contains(variable))
+/// Whether any of a policy's expressions (its match conditions, its variables, and `own`, those of its kind)
+/// names `variable`.
+pub(super) fn mentions<'a>(
+    conditions: &'a Option<Vec<MatchCondition>>,
+    variables: &'a Option<Vec<Variable>>,
+    own: impl Iterator<Item = &'a str>,
+    variable: &str,
+) -> bool {
+    conditions
+        .iter()
+        .flatten()
+        .map(|c| c.expression.as_str())
+        .chain(variables.iter().flatten().map(|v| v.expression.as_str()))
+        .chain(own)
+        .any(|e| e.contains(variable))
 }
 
 /// Upstream's `reasonToCode`.

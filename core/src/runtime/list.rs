@@ -61,29 +61,9 @@ where
     }
 }
 
-/// A `<Kind>List` made of items already encoded one by one (JSON objects or protobuf messages, as
-/// [`List`] writes each of its items): byte for byte what encoding the whole [`List`] gives, without decoding or
-/// encoding an item again. YAML lists are made whole.
-pub fn encode_encoded_items(
-    api_version: &str,
-    kind: &str,
-    metadata: &ListMeta,
-    items: &[bytes::Bytes],
-    format: MediaType,
-) -> Result<Vec<u8>, CodecError> {
-    let items_len: usize = items.iter().map(|i| i.len() + 10).sum();
-    let mut buf = Vec::with_capacity(items_len + 256);
-    let mut writer = ListWriter::start(api_version, kind, metadata, format, Some(items), &mut buf)?;
-    for item in items {
-        writer.item(&mut buf, item);
-    }
-    writer.finish(&mut buf);
-    Ok(buf)
-}
-
 /// Writes a `<Kind>List` in pieces: the head (envelope, `kind`, `apiVersion`, `metadata`), then items encoded one
-/// by one, then the tail; together the bytes of [`encode_encoded_items`], so that a list can be sent while its
-/// items are still being encoded and never exists whole.
+/// by one, then the tail; together the bytes [`List`] encodes whole (YAML lists are only made whole), so that a
+/// list can be sent while its items are still being encoded and never exists whole.
 #[derive(Debug)]
 pub struct ListWriter {
     format: MediaType,

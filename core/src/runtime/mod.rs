@@ -16,7 +16,7 @@ mod versioned;
 
 pub use convert::{Convert, convert_field};
 pub use gvk::{GroupKind, GroupResource, GroupVersion, GroupVersionKind, GroupVersionResource};
-pub use list::{List, ListWriter, encode_encoded_items};
+pub use list::{List, ListWriter};
 pub use patch::PatchMetadata;
 #[doc(hidden)]
 pub use patch::{

@@ -588,16 +588,14 @@ impl<H: Resource> ResourceCodec<H> {
         version: &str,
         format: MediaType,
     ) -> Result<Vec<u8>, EncodeError> {
-        self.encoding(version)?;
-        let kind = format!("{}List", H::KIND);
-        let api_version = self.group_version(version).api_version();
-        Ok(super::list::encode_encoded_items(
-            &api_version,
-            &kind,
-            meta,
-            items,
-            format,
-        )?)
+        let items_len: usize = items.iter().map(|i| i.len() + 10).sum();
+        let mut buf = Vec::with_capacity(items_len + 256);
+        let mut writer = self.start_list(meta, version, format, Some(items), &mut buf)?;
+        for item in items {
+            writer.item(&mut buf, item);
+        }
+        writer.finish(&mut buf);
+        Ok(buf)
     }
 
     /// Starts a `<Kind>List` of `version` in `buf`, to be continued with items encoded by
