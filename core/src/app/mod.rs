@@ -37,6 +37,7 @@
 mod backend;
 mod options;
 mod standalone;
+mod storage_command;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -115,6 +116,10 @@ pub enum StartError {
     /// The server could not be bound or configured (address, TLS, settings).
     #[error(transparent)]
     Serve(#[from] ServeError),
+    /// Not a failure: the start function runs under `<server> storage ...`, which took the storage once
+    /// [`App::open`] had opened it; the server is not assembled.
+    #[error("the storage was handed over to a storage command")]
+    StorageHandedOver,
 }
 
 /// A server before its storage is open: its name, command line and the backends it can run on.
@@ -196,6 +201,9 @@ impl App {
             )
             .await
             .map_err(StartError::Storage)?;
+        if storage_command::hand_over(&backend, &prefix, backend_name) {
+            return Err(StartError::StorageHandedOver);
+        }
         let metrics_name = chosen.metrics_name(backend_name);
         let core_cluster =
             match crate::cluster::config(self.options.core_api.kubeconfig.as_deref()).await? {
@@ -616,11 +624,14 @@ pub struct Package {
 /// options `O` (the framework's generic [`Options`] named and described after `package`), starts logs and traces
 /// as the [`RecommendedOptions`] among them say, then `start`, prints where the server is, and serves until
 /// SIGINT or SIGTERM. Errors go to stderr as `<name>: <error>` with a failing exit code.
+///
+/// `<name> storage backup|restore|migrate` runs `start` only until [`App::open`] has opened the storage its flags
+/// choose, and moves the objects ([`transfer`](crate::storage::transfer)).
 pub async fn main<O, E, F, Fut>(package: Package, start: F) -> ExitCode
 where
     O: clap::Parser,
     E: std::fmt::Display,
-    F: FnOnce(O) -> Fut,
+    F: Fn(O) -> Fut,
     Fut: Future<Output = Result<Started, E>>,
 {
     use clap::FromArgMatches;
@@ -636,8 +647,15 @@ where
         }
     }
     let name = command.get_name().to_string();
+    // The server's flags may follow `storage <command>` too: they say which store the command works on.
+    let command = command
+        .mut_args(|arg| arg.global(true))
+        .subcommand(storage_command::command());
     // One parse gives both the binary's options and the framework's among them (flattened, they share ids).
     let matches = command.get_matches();
+    if let Some(("storage", sub)) = matches.subcommand() {
+        return storage_command::run(&name, &matches, sub, &start).await;
+    }
     let options = O::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let server = RecommendedOptions::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let telemetry = match server.tracing.start() {

@@ -55,6 +55,7 @@ mod version;
 pub use filters::{AuditId, FilterChain, Warnings};
 pub use healthz::{CheckFuture, HealthCheck, HealthEndpoint};
 pub use options::{DEFAULT_CERT_DIR, ServingOptions, parse_duration};
+pub(crate) use serve::wait_for_signal;
 pub use serve::{ConnectionInfo, ServeError, Server, ServerBuilder};
 pub use shutdown::ShutdownSignal;
 pub use tls::ServingCertificate;

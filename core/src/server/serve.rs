@@ -767,8 +767,9 @@ impl Drop for InFlight {
     }
 }
 
+/// Completes on SIGINT or SIGTERM.
 #[cfg(unix)]
-async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     match signal(SignalKind::terminate()) {
         Ok(mut term) => {
@@ -783,8 +784,9 @@ async fn wait_for_signal() {
     }
 }
 
+/// Completes on Ctrl-C.
 #[cfg(not(unix))]
-async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 

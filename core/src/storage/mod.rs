@@ -27,6 +27,7 @@ pub mod optimistic;
 mod predicate;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod transfer;
 
 pub use continue_token::{decode_continue, encode_continue};
 pub use error::{
