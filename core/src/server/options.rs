@@ -94,7 +94,28 @@ pub struct ServingOptions {
     /// The maximum number of mutating requests in flight at a given time; 0 means no limit.
     #[arg(long = "max-mutating-requests-inflight", default_value_t = 200)]
     pub max_mutating_requests_inflight: u32,
+
+    /// The maximum number of watches open at once on the server, for every user; more get 429. 0 means no
+    /// limit. (Not an upstream flag: each open watch holds memory.)
+    #[arg(long = "max-watches", default_value_t = DEFAULT_MAX_WATCHES)]
+    pub max_watches: u32,
+
+    /// The maximum number of watches open at once on one connection; more get 429. 0 means no limit but
+    /// --http2-max-streams-per-connection. (Not an upstream flag.)
+    #[arg(long = "max-watches-per-connection", default_value_t = 0)]
+    pub max_watches_per_connection: u32,
+
+    /// The limit that the server gives to clients for the maximum number of streams in an HTTP/2 connection.
+    /// Zero means to use golang's default (250).
+    #[arg(long = "http2-max-streams-per-connection", default_value_t = DEFAULT_HTTP2_MAX_STREAMS)]
+    pub http2_max_streams_per_connection: u32,
 }
+
+/// `--max-watches` by default: a watch costs ~15 KiB when idle, so 10,000 stay within ~150 MiB.
+pub const DEFAULT_MAX_WATCHES: u32 = 10_000;
+
+/// `--http2-max-streams-per-connection` by default: kube-apiserver's 1000.
+pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 1000;
 
 impl Default for ServingOptions {
     fn default() -> Self {
@@ -112,6 +133,9 @@ impl Default for ServingOptions {
             request_timeout: Duration::from_secs(60),
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
+            max_watches: DEFAULT_MAX_WATCHES,
+            max_watches_per_connection: 0,
+            http2_max_streams_per_connection: DEFAULT_HTTP2_MAX_STREAMS,
         }
     }
 }

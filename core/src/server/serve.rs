@@ -26,7 +26,7 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use super::filters::FilterChain;
-use super::filters::InFlightLimits;
+use super::filters::{ConnectionWatches, InFlightLimits};
 use super::healthz::{HealthCheck, HealthEndpoint, HookStatus};
 use super::status::{method_not_allowed, not_found};
 use super::tls::{ServingCertificate, TlsError};
@@ -46,9 +46,12 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the `storage-readiness` hook waits for the watch caches (upstream's `--storage-initialization-timeout`).
 const STORAGE_INITIALIZATION_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(60);
-/// Upstream's `HTTP2MaxStreamsPerConnection` for aggregated servers: the aggregator multiplexes many requests
-/// over one connection.
-const HTTP2_MAX_STREAMS: u32 = 1000;
+/// Go's HTTP/2 streams per connection when `--http2-max-streams-per-connection` is 0.
+const GO_HTTP2_MAX_STREAMS: u32 = 250;
+/// The most bytes of request line and headers a client may send (Go's `http.DefaultMaxHeaderBytes`, 1 MiB, which
+/// upstream's servers keep, plus the 4 KiB of slack Go's HTTP/1 reader allows); more is 431 over HTTP/1.1 and a
+/// stream error over HTTP/2.
+const MAX_HEADER_BYTES: usize = (1 << 20) + 4096;
 /// A connection that has not started a request this long after its handshake is closed (upstream's
 /// `ReadHeaderTimeout`, 32 s), so that clients that connect and say nothing cannot use up file descriptors.
 const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(32);
@@ -387,6 +390,10 @@ impl ServerBuilder {
             limits: InFlightLimits::new(
                 self.options.max_requests_inflight,
                 self.options.max_mutating_requests_inflight,
+            )
+            .with_watches(
+                self.options.max_watches,
+                self.options.max_watches_per_connection,
             ),
             request_timeout: self.options.request_timeout,
             metrics: self.metrics.clone(),
@@ -550,6 +557,10 @@ impl Server {
             signal: signal.clone(),
             timeouts: connection_timeouts,
             metrics,
+            http2_max_streams: match options.http2_max_streams_per_connection {
+                0 => GO_HTTP2_MAX_STREAMS,
+                n => n,
+            },
         };
         let graceful = GracefulShutdown::new();
         loop {
@@ -608,6 +619,7 @@ struct Serving {
     signal: ShutdownSignal,
     timeouts: ConnectionTimeouts,
     metrics: Arc<Metrics>,
+    http2_max_streams: u32,
 }
 
 async fn serve_connection(
@@ -623,6 +635,7 @@ async fn serve_connection(
         signal,
         timeouts,
         metrics,
+        http2_max_streams,
     } = serving;
     let _ = stream.set_nodelay(true);
     let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
@@ -653,9 +666,11 @@ async fn serve_connection(
     let activity = Activity::default();
     let tracked = activity.clone();
     let peer_certificates = PeerCertificates(info.peer_certificates.clone());
+    let watches = ConnectionWatches::default();
     let service = tower::service_fn(move |mut request: http::Request<Incoming>| {
         request.extensions_mut().insert(info.clone());
         request.extensions_mut().insert(peer_certificates.clone());
+        request.extensions_mut().insert(watches.clone());
         request.extensions_mut().insert(signal.clone());
         let busy = tracked.begin();
         let app = app.clone();
@@ -666,11 +681,15 @@ async fn serve_connection(
     });
 
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .max_buf_size(MAX_HEADER_BYTES);
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(HTTP2_MAX_STREAMS);
+        .max_concurrent_streams(http2_max_streams)
+        .max_header_list_size(MAX_HEADER_BYTES as u32);
     let connection = builder
         .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
     tokio::select! {

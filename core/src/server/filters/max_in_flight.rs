@@ -1,8 +1,13 @@
 //! Max in flight (upstream's `WithMaxInFlightLimit`): at most `--max-requests-inflight` read-only and
 //! `--max-mutating-requests-inflight` mutating requests are served at once; more get 429 with `Retry-After: 1`.
-//! Long-running requests (watches) and `system:masters` are never limited; 0 turns a limit off.
+//! Long-running requests (watches) and `system:masters` are not limited by those; 0 turns a limit off.
+//!
+//! Watches have limits of their own, which upstream does not have: at most `--max-watches` open at once on the
+//! server and `--max-watches-per-connection` on one connection (each watch holds memory for as long as it is
+//! open), for every user, `system:masters` included; more get the same 429.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -14,21 +19,60 @@ use crate::auth::{SYSTEM_PRIVILEGED_GROUP, User};
 use crate::metrics::Metrics;
 use crate::request::RequestInfo;
 
-/// The two pools of request slots.
+/// The pools of request slots.
 #[derive(Clone, Debug)]
 pub struct InFlightLimits {
     read_only: Option<Arc<Semaphore>>,
     mutating: Option<Arc<Semaphore>>,
+    watches: Option<Arc<Semaphore>>,
+    watches_per_connection: usize,
 }
 
 impl InFlightLimits {
-    /// Limits of `read_only` and `mutating` requests at once; 0 is no limit.
+    /// Limits of `read_only` and `mutating` requests at once; 0 is no limit. Watches are not limited.
     pub fn new(read_only: u32, mutating: u32) -> Self {
-        let pool = |n: u32| (n > 0).then(|| Arc::new(Semaphore::new(n as usize)));
         InFlightLimits {
             read_only: pool(read_only),
             mutating: pool(mutating),
+            watches: None,
+            watches_per_connection: 0,
         }
+    }
+
+    /// At most `total` watches open on the server and `per_connection` on one connection; 0 is no limit.
+    pub fn with_watches(mut self, total: u32, per_connection: u32) -> Self {
+        self.watches = pool(total);
+        self.watches_per_connection = per_connection as usize;
+        self
+    }
+}
+
+fn pool(n: u32) -> Option<Arc<Semaphore>> {
+    (n > 0).then(|| Arc::new(Semaphore::new(n as usize)))
+}
+
+/// The watches open on one connection: the server puts one in the extensions of every request of a connection.
+#[derive(Clone, Debug, Default)]
+pub struct ConnectionWatches(Arc<AtomicUsize>);
+
+impl ConnectionWatches {
+    /// A slot if fewer than `limit` watches are open on the connection.
+    fn take(&self, limit: usize) -> Option<ConnectionWatchSlot> {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (open < limit).then_some(open + 1)
+            })
+            .ok()
+            .map(|_| ConnectionWatchSlot(self.0.clone()))
+    }
+}
+
+/// One open watch of a connection, given back when dropped.
+struct ConnectionWatchSlot(Arc<AtomicUsize>);
+
+impl Drop for ConnectionWatchSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -47,7 +91,10 @@ pub async fn limit(State(limits): State<InFlightLimits>, request: Request, next:
         .get::<User>()
         .is_some_and(|u| u.in_group(SYSTEM_PRIVILEGED_GROUP));
     let info = request.extensions().get::<RequestInfo>();
-    let long_running = info.is_some_and(|i| i.verb == "watch" || i.verb == "proxy");
+    if info.is_some_and(|i| i.verb == "watch") {
+        return watch(&limits, request, next).await;
+    }
+    let long_running = info.is_some_and(|i| i.verb == "proxy");
     if exempt || long_running {
         return next.run(request).await;
     }
@@ -67,22 +114,51 @@ pub async fn limit(State(limits): State<InFlightLimits>, request: Request, next:
         return next.run(request).await;
     };
     let Ok(permit) = pool.clone().try_acquire_owned() else {
-        if let (Some(metrics), Some(info)) = (
-            request.extensions().get::<Arc<Metrics>>(),
-            request.extensions().get::<RequestInfo>(),
-        ) {
-            super::terminated(metrics, info, 429);
-        }
-        return too_many_requests();
+        return rejected(&request);
     };
-    let response = next.run(request).await;
-    // Hold the slot until the body has been sent, not only until the handler returned.
+    hold(next.run(request).await, permit)
+}
+
+/// Serves a watch if the server and the connection have room for one more.
+async fn watch(limits: &InFlightLimits, request: Request, next: Next) -> Response {
+    let total = match &limits.watches {
+        Some(pool) => match pool.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => return rejected(&request),
+        },
+        None => None,
+    };
+    let connection = match request.extensions().get::<ConnectionWatches>() {
+        Some(open) if limits.watches_per_connection > 0 => {
+            match open.take(limits.watches_per_connection) {
+                Some(slot) => Some(slot),
+                None => return rejected(&request),
+            }
+        }
+        _ => None,
+    };
+    hold(next.run(request).await, (total, connection))
+}
+
+/// Holds `slot` until the response's body has been sent (or dropped), not only until the handler returned.
+fn hold<T: Send + Sync + 'static>(response: Response, slot: T) -> Response {
     let (parts, body) = response.into_parts();
     let body = axum::body::Body::new(http_body_util::BodyExt::map_frame(body, move |frame| {
-        let _held = &permit;
+        let _held = &slot;
         frame
     }));
     Response::from_parts(parts, body)
+}
+
+/// The 429, counted as a terminated request.
+fn rejected(request: &Request) -> Response {
+    if let (Some(metrics), Some(info)) = (
+        request.extensions().get::<Arc<Metrics>>(),
+        request.extensions().get::<RequestInfo>(),
+    ) {
+        super::terminated(metrics, info, 429);
+    }
+    too_many_requests()
 }
 
 /// Upstream's answer: a plain-text 429 (`http.Error`), not a `Status`.

@@ -46,7 +46,7 @@ use crate::request::RequestInfoFactory;
 
 pub use crate::warning::{WarningRecorder, Warnings};
 pub use audit_id::AuditId;
-pub use max_in_flight::InFlightLimits;
+pub use max_in_flight::{ConnectionWatches, InFlightLimits};
 pub use timeout::DEFAULT_REQUEST_TIMEOUT;
 
 /// A header's value as text; empty when it is missing or not visible ASCII.
