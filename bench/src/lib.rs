@@ -3,7 +3,7 @@
 //!
 //! `target` starts or reaches the server, `client` speaks HTTPS to it, `phases` are the load, `raw` the
 //! physical limits of each backend, `report` the table and JSON, `delegated` the core cluster a server with
-//! delegated authentication and authorization asks.
+//! delegated authentication and authorization asks, `transfer` the backup/restore/migrate throughput.
 
 pub mod client;
 pub mod delegated;
@@ -12,6 +12,7 @@ pub mod phases;
 pub mod raw;
 pub mod report;
 pub mod target;
+pub mod transfer;
 
 /// How big a run is.
 #[derive(Clone, Debug)]

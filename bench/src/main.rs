@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use apiserver_bench::otlp;
 use apiserver_bench::target::{Backend, default_server_binary};
 use apiserver_bench::{Auth, Config, Mode, Sizes, run};
+use apiserver_bench::{otlp, transfer};
 use clap::{Parser, ValueEnum};
 
 /// `--auth`: which authentication each backend runs with.
@@ -78,6 +78,10 @@ struct Cli {
     /// `--tracing-config-file` pointing at it) and report how many spans it got.
     #[arg(long)]
     otlp_receiver: Option<std::net::SocketAddr>,
+    /// Instead of the load phases: `storage restore` of this many pizzas into each persistent backend of
+    /// `--backends`, then `storage migrate` between every ordered pair, with the bytes moved per second.
+    #[arg(long, value_name = "OBJECTS")]
+    transfer: Option<usize>,
 }
 
 #[tokio::main]
@@ -118,6 +122,31 @@ async fn main() -> ExitCode {
             }
         }
     };
+    if let Some(objects) = cli.transfer {
+        let Mode::Process(binary) = &mode else {
+            eprintln!(
+                "apiserver-bench: --transfer runs the server binary's storage commands: no --in-process or --kubeconfig"
+            );
+            return ExitCode::FAILURE;
+        };
+        return match transfer::run(binary, &cli.backends, objects).await {
+            Ok(results) => {
+                println!("{}", transfer::table(&results));
+                if let Some(path) = cli.out {
+                    let json = serde_json::to_vec_pretty(&results).unwrap_or_default();
+                    if let Err(e) = std::fs::write(&path, json) {
+                        eprintln!("apiserver-bench: {}: {e}", path.display());
+                        return ExitCode::FAILURE;
+                    }
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("apiserver-bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let config = Config {
         backends: cli.backends,
         mode,
