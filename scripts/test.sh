@@ -26,5 +26,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # The documentation is part of the product: broken links and bad markup fail the build.
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 cargo test --workspace --locked
+# Coverage-guided fuzzing (fuzz/, AFL++ through cargo-afl): every target for a few seconds; a crash fails the build.
+# The instrumented build lives in $CARGO_TARGET_DIR/afl, cargo-afl and AFL++ in $CARGO_TARGET_DIR/fuzz-tools.
+./scripts/fuzz.sh all "${FUZZ_SECONDS:-6}"
 # The benchmark harness in quick mode, the server as its own process (the debug build the tests just made).
 cargo run --locked -q -p apiserver-bench -- --quick --backends rocksdb,memory,sqlite,postgres,etcd
