@@ -130,9 +130,12 @@ fn snapshot<'a>(
         let Some(token) = token else {
             return Ok::<_, TransferError>(None);
         };
+        // The first page names the revision; the continue token carries it to the next ones (upstream refuses
+        // both together).
+        let first = token.is_none();
         let opts = ListOptions {
-            resource_version: Some(revision),
-            resource_version_match: Some(ResourceVersionMatch::Exact),
+            resource_version: first.then_some(revision),
+            resource_version_match: first.then_some(ResourceVersionMatch::Exact),
             recursive: true,
             limit: PAGE,
             continue_token: token,
@@ -652,6 +655,36 @@ mod tests {
         );
         // The first prefix of the target was not touched.
         assert_eq!(contents(target.as_ref(), PREFIX).await.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn stores_larger_than_a_page_move_whole() {
+        let names: Vec<String> = (0..PAGE as usize * 2 + 7)
+            .map(|i| format!("/pizzas/p{i}"))
+            .collect();
+        let objects: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "v")).collect();
+        let source = store_with(&objects, 0).await;
+        let mut file = Vec::new();
+        let report = backup(source.as_ref(), PREFIX, &mut file).await.unwrap();
+        assert_eq!(report.objects, names.len() as u64);
+        let target = MemoryStorage::new();
+        restore(&target, PREFIX, || Ok(&file[..]), &quiet)
+            .await
+            .unwrap();
+        assert_eq!(contents(&target, PREFIX).await.len(), names.len());
+        let migrated = MemoryStorage::new();
+        let report = migrate(
+            source.as_ref(),
+            PREFIX,
+            &migrated,
+            PREFIX,
+            false,
+            async {},
+            &quiet,
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.written, names.len() as u64);
     }
 
     #[tokio::test]
