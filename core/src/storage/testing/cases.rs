@@ -1397,6 +1397,45 @@ pub async fn concurrent_create_one_wins(store: Store) {
     assert_eq!(wins, 1);
 }
 
+/// Histories of 8 concurrent clients doing random creates, gets, compare-and-swaps, read-modify-writes, upserts
+/// and (conditional) deletes on 3 keys are linearizable, with revisions that are unique and never go backwards
+/// (see [`linearizability`](super::linearizability)). `APISERVER_LIN_HISTORIES` sets how many histories (default
+/// 3), `APISERVER_LIN_SEED` the first seed (default random); the count is printed.
+pub async fn linearizable_history(store: Store) {
+    use super::linearizability::{Recorder, Workload, check_kv_history, record_storage_history};
+    let histories: u64 = std::env::var("APISERVER_LIN_HISTORIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let first_seed: u64 = std::env::var("APISERVER_LIN_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0);
+    let (mut ops, mut ambiguous) = (0, 0);
+    for h in 0..histories {
+        let seed = first_seed.wrapping_add(h * 1000);
+        let workload = Workload {
+            seed,
+            ..Workload::default()
+        };
+        let rec = Recorder::new();
+        record_storage_history(store.clone(), &prefix(), &workload, &rec).await;
+        let history = rec.history();
+        let report = tokio::task::spawn_blocking(move || check_kv_history(&history))
+            .await
+            .expect("checker");
+        assert!(
+            report.is_linearizable(),
+            "history {h} (APISERVER_LIN_SEED={seed}) is not linearizable: {report}"
+        );
+        ops += report.operations;
+        ambiguous += report.ambiguous;
+    }
+    eprintln!(
+        "linearizability: {histories} histories checked, {ops} operations ({ambiguous} ambiguous), seed {first_seed}"
+    );
+}
+
 // ---------------------------------------------------------------- watch tests
 
 /// A watch from a revision sees ADDED, MODIFIED (with the previous value) and DELETED (with the last value).
