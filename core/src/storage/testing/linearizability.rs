@@ -749,6 +749,8 @@ pub struct Workload {
     pub op_timeout: Duration,
     /// The seed of the random choices (client `c` uses `seed + c`).
     pub seed: u64,
+    /// When set, each client runs for this long instead of `ops_per_client` operations.
+    pub duration: Option<Duration>,
 }
 
 impl Default for Workload {
@@ -759,6 +761,7 @@ impl Default for Workload {
             ops_per_client: 40,
             op_timeout: Duration::from_secs(10),
             seed: 1,
+            duration: None,
         }
     }
 }
@@ -991,7 +994,15 @@ pub async fn record_storage_history(
             let mut rng = Rng::new(workload.seed.wrapping_add(client as u64));
             let mut next_value = (client as u64 + 1) * 1_000_000;
             let mut seen: BTreeMap<usize, u64> = BTreeMap::new();
-            for _ in 0..workload.ops_per_client {
+            let started = Instant::now();
+            for n in 0.. {
+                let more = match workload.duration {
+                    Some(d) => started.elapsed() < d,
+                    None => n < workload.ops_per_client,
+                };
+                if !more {
+                    break;
+                }
                 let k = rng.below(workload.keys as u64) as usize;
                 let key = format!("{prefix}/k{k}");
                 let input = random_input(&mut rng, &mut next_value, seen.get(&k).copied());
@@ -1015,6 +1026,256 @@ pub async fn record_storage_history(
         t.await.expect("history client panicked");
     }
     stats.lock().expect("stats").clone()
+}
+
+// ---------------------------------------------------------------- watches
+
+/// Watches everything under `prefix` from revision `from` until it sees an event of `sentinel` (written by the
+/// caller once the run is over; the event is not returned) or `stop` is set, re-establishing the watch from the
+/// last revision seen whenever it ends or fails (as a reflector would), and returns every object event seen.
+pub async fn follow_watch(
+    store: Arc<dyn Storage>,
+    prefix: String,
+    from: u64,
+    sentinel: String,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<crate::storage::WatchEvent> {
+    use crate::storage::{EventType, WatchOptions};
+    use futures::StreamExt;
+    use std::sync::atomic::Ordering;
+    let mut events = Vec::new();
+    let mut last = from;
+    while !stop.load(Ordering::SeqCst) {
+        let opts = WatchOptions {
+            resource_version: Some(last),
+            recursive: true,
+            ..WatchOptions::default()
+        };
+        let mut stream =
+            match tokio::time::timeout(Duration::from_secs(5), store.watch(&prefix, &opts)).await {
+                Ok(Ok(stream)) => stream,
+                _ => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+        loop {
+            let event = tokio::select! {
+                e = stream.next() => e,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                    if stop.load(Ordering::SeqCst) {
+                        return events;
+                    }
+                    continue;
+                }
+            };
+            match event {
+                Some(e) if e.event_type == EventType::Error => break,
+                None => break,
+                Some(e) if e.event_type == EventType::Bookmark => {}
+                Some(e) if e.key == sentinel => return events,
+                Some(e) => {
+                    last = last.max(e.revision);
+                    events.push(e);
+                }
+            }
+        }
+    }
+    events
+}
+
+/// Checks what a watch from revision `from` saw against a recorded history and the final state of its keys
+/// (`finals`: key → the version read after the run, `None` when absent): events in strictly increasing revision
+/// order with no duplicate; every acknowledged write or deletion of the history above `from` seen at its revision
+/// with its key and value; every event explained by a write of the history (acknowledged or of unknown outcome);
+/// replaying the events gives the final state; and, with `contiguous` (nothing else writes to the store), no
+/// revision between `from` and the last acknowledged one missing. Returns the violations.
+pub fn check_watch(
+    events: &[crate::storage::WatchEvent],
+    history: &[KeyedOperation],
+    from: u64,
+    finals: &BTreeMap<String, Option<Version>>,
+    contiguous: bool,
+) -> Vec<String> {
+    use crate::storage::EventType;
+    let mut violations = Vec::new();
+    let mut by_rev: BTreeMap<u64, &crate::storage::WatchEvent> = BTreeMap::new();
+    let mut prev = from;
+    for e in events {
+        if e.revision <= prev {
+            violations.push(format!(
+                "watch event at revision {} ({:?} {}) after revision {prev}: out of order or duplicated",
+                e.revision, e.event_type, e.key
+            ));
+        }
+        prev = prev.max(e.revision);
+        by_rev.insert(e.revision, e);
+    }
+    let value_of = |e: &crate::storage::WatchEvent| decode_value(&e.value).ok();
+    let mut max_acked = from;
+    for k in history {
+        let expected = match k.op.output {
+            Some(KvOutput::Written { revision, .. }) => match k.op.input {
+                KvInput::Create(v)
+                | KvInput::Update(v)
+                | KvInput::Upsert(v)
+                | KvInput::Cas { value: v, .. } => Some((revision, v, false)),
+                _ => None,
+            },
+            Some(KvOutput::Deleted { value, revision }) => Some((revision, value, true)),
+            _ => None,
+        };
+        let Some((rev, value, deleted)) = expected else {
+            continue;
+        };
+        if rev <= from {
+            continue;
+        }
+        max_acked = max_acked.max(rev);
+        match by_rev.get(&rev) {
+            None => violations.push(format!(
+                "the watch missed acknowledged {:?} of {} at revision {rev}",
+                k.op.input, k.key
+            )),
+            Some(e) => {
+                let ok = e.key == k.key
+                    && value_of(e) == Some(value)
+                    && (e.event_type == EventType::Deleted) == deleted;
+                if !ok {
+                    violations.push(format!(
+                        "at revision {rev} the watch saw {:?} {} {:?}, but {:?} of {} was acknowledged there",
+                        e.event_type,
+                        e.key,
+                        value_of(e),
+                        k.op.input,
+                        k.key
+                    ));
+                }
+            }
+        }
+    }
+    // Every event is some write of the history.
+    for e in events {
+        let explained = history.iter().any(|k| {
+            k.key == e.key
+                && match (e.event_type, k.op.input) {
+                    (EventType::Deleted, KvInput::Delete { .. }) => match k.op.output {
+                        Some(KvOutput::Deleted { revision, .. }) => revision == e.revision,
+                        None => true,
+                        _ => false,
+                    },
+                    (
+                        EventType::Added | EventType::Modified,
+                        KvInput::Create(v)
+                        | KvInput::Update(v)
+                        | KvInput::Upsert(v)
+                        | KvInput::Cas { value: v, .. },
+                    ) => {
+                        value_of(e) == Some(v)
+                            && match k.op.output {
+                                Some(KvOutput::Written { revision, .. }) => revision == e.revision,
+                                None => true,
+                                _ => false,
+                            }
+                    }
+                    _ => false,
+                }
+        });
+        if !explained {
+            violations.push(format!(
+                "watch event {:?} {} {:?} at revision {} is no write of the history",
+                e.event_type,
+                e.key,
+                value_of(e),
+                e.revision
+            ));
+        }
+    }
+    // Replaying the events gives the final state.
+    let mut state: BTreeMap<&str, Option<Version>> = BTreeMap::new();
+    for e in events {
+        let v = match e.event_type {
+            EventType::Deleted => None,
+            _ => value_of(e).map(|value| Version {
+                value,
+                revision: e.revision,
+            }),
+        };
+        state.insert(&e.key, v);
+    }
+    for (key, want) in finals {
+        if let Some(got) = state.get(key.as_str())
+            && got != want
+        {
+            violations.push(format!(
+                "replaying the watch gives {key} = {got:?}, but it reads {want:?} at the end"
+            ));
+        }
+    }
+    if contiguous && violations.is_empty() {
+        let last = by_rev.keys().next_back().copied().unwrap_or(from);
+        let top = last.max(max_acked);
+        let missing: Vec<u64> = (from + 1..=top)
+            .filter(|r| !by_rev.contains_key(r))
+            .take(10)
+            .collect();
+        if !missing.is_empty() {
+            violations.push(format!("the watch skipped revisions {missing:?}"));
+        }
+    }
+    violations
+}
+
+/// Reads the final version of each key (retrying errors for up to a minute) and records the reads in `rec`.
+pub async fn read_finals(
+    store: &dyn Storage,
+    keys: &[String],
+    rec: &Recorder,
+) -> BTreeMap<String, Option<Version>> {
+    let mut finals = BTreeMap::new();
+    for key in keys {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let call = rec.now();
+            let r = tokio::time::timeout(
+                Duration::from_secs(10),
+                store.get(key, &GetOptions::default()),
+            )
+            .await;
+            let ret = rec.now();
+            let output = match r {
+                Ok(Ok(o)) => version_of(&o).ok().map(KvOutput::Read),
+                Ok(Err(e)) => output_of_error(&e),
+                Err(_) => None,
+            };
+            if let Some(output) = output {
+                rec.record(
+                    key,
+                    Operation {
+                        client: usize::MAX,
+                        call,
+                        ret,
+                        input: KvInput::Get,
+                        output: Some(output),
+                    },
+                );
+                finals.insert(
+                    key.clone(),
+                    match output {
+                        KvOutput::Read(v) => Some(v),
+                        _ => None,
+                    },
+                );
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the final read of {key} kept failing"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    finals
 }
 
 #[cfg(test)]
