@@ -1423,7 +1423,10 @@ pub async fn linearizable_history(store: Store) {
             ..Workload::default()
         };
         let p = prefix();
-        let from = store.current_revision().await.expect("current revision");
+        // A first write, so the watch starts from a revision above 0 (0 would mean "the current state").
+        let from = create_obj(&store, &format!("{p}/start"), encode_value("start", 0))
+            .await
+            .revision;
         let sentinel = format!("{p}/sentinel");
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let watcher = tokio::spawn(follow_watch(

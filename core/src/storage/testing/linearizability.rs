@@ -1030,7 +1030,8 @@ pub async fn record_storage_history(
 
 // ---------------------------------------------------------------- watches
 
-/// Watches everything under `prefix` from revision `from` until it sees an event of `sentinel` (written by the
+/// Watches everything under `prefix` from revision `from` (above 0: a watch from 0 starts with the current state)
+/// until it sees an event of `sentinel` (written by the
 /// caller once the run is over; the event is not returned) or `stop` is set, re-establishing the watch from the
 /// last revision seen whenever it ends or fails (as a reflector would), and returns every object event seen.
 pub async fn follow_watch(
@@ -1043,6 +1044,7 @@ pub async fn follow_watch(
     use crate::storage::{EventType, WatchOptions};
     use futures::StreamExt;
     use std::sync::atomic::Ordering;
+    assert!(from > 0, "follow_watch needs a start revision above 0");
     let mut events = Vec::new();
     let mut last = from;
     while !stop.load(Ordering::SeqCst) {
