@@ -329,6 +329,9 @@ pub enum KvOutput {
         /// The revision of the deletion.
         revision: u64,
     },
+    /// A delete succeeded without saying what it removed or at which revision (an HTTP DELETE answering a
+    /// Status).
+    Gone,
     /// The key did not exist (get, update, CAS, delete).
     NotFound,
     /// The key existed (create).
@@ -464,6 +467,22 @@ impl Model for KvModel {
             (I::Upsert(v), O::Written { revision, prev }) => {
                 Self::prev_matches(s, prev).and_then(|s| Self::written(&s, v, revision))
             }
+            (I::Delete { expect }, O::Gone) if exists && expect.is_none_or(rev_may_be) => {
+                let pinned = match (s.current, expect) {
+                    (Some((cur, _)), Some(expect)) => Self::observed(
+                        s,
+                        Version {
+                            value: cur,
+                            revision: expect,
+                        },
+                    ),
+                    _ => Some(*s),
+                };
+                pinned.map(|s| KvState {
+                    current: None,
+                    last_write: s.last_write,
+                })
+            }
             (I::Delete { expect }, O::Deleted { value, revision }) => {
                 let s = match (s.current, expect) {
                     (Some((cur, _)), Some(expect)) => Self::observed(
@@ -549,6 +568,10 @@ pub const MAX_STEPS_PER_KEY: u64 = 20_000_000;
 pub fn check_kv_history(history: &[KeyedOperation]) -> KvReport {
     let mut by_key: BTreeMap<&str, Vec<KvOperation>> = BTreeMap::new();
     for k in history {
+        // A read of unknown outcome constrains nothing.
+        if k.op.input == KvInput::Get && k.op.output.is_none() {
+            continue;
+        }
         by_key.entry(&k.key).or_default().push(k.op.clone());
     }
     let mut report = KvReport {
@@ -813,6 +836,10 @@ pub struct RunStats {
     pub timeouts: usize,
     /// The longest an operation took, timeouts included.
     pub longest: Duration,
+    /// How many errors of unknown outcome had each HTTP status code ([`StorageError::code`]).
+    pub error_codes: BTreeMap<u16, usize>,
+    /// The first such error, for reports.
+    pub first_error: Option<String>,
 }
 
 /// Runs one operation against `store`, records it and returns its answer (`None`: unknown outcome).
@@ -918,6 +945,8 @@ async fn run_one(
                 }
                 None => {
                     s.errors += 1;
+                    *s.error_codes.entry(e.code()).or_default() += 1;
+                    s.first_error.get_or_insert_with(|| e.to_string());
                     None
                 }
             },
@@ -1018,6 +1047,10 @@ pub async fn record_storage_history(
                 .await;
                 if let Some(rev) = seen_revision(output.as_ref()) {
                     seen.insert(k, rev);
+                }
+                if output.is_none() {
+                    // Back off after a failure, as real clients do (and keep the history checkable).
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }
         }));
