@@ -56,10 +56,33 @@ fn run(mut c: Command, what: &str) {
     );
 }
 
+fn bin_dir() -> PathBuf {
+    PathBuf::from(std::env::var("PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into()))
+}
+
+/// Starts the Postgres of `dir` (initialized) on `port` and waits until it accepts connections.
+fn pg_ctl_start(bin: &Path, dir: &Path, port: u16) {
+    let mut ctl = as_pg_user(&bin.join("pg_ctl"));
+    ctl.arg("-D")
+        .arg(dir.join("data"))
+        .arg("-l")
+        .arg(dir.join("postgres.log"))
+        .arg("-w")
+        .arg("-t")
+        .arg("120")
+        .arg("-o")
+        .arg(format!(
+            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c max_connections=400 \
+             -c fsync=off -c full_page_writes=off -c shared_buffers=64MB",
+            dir.display()
+        ))
+        .arg("start")
+        .stdout(Stdio::null());
+    run(ctl, "pg_ctl start");
+}
+
 fn start() -> PgServer {
-    let bin = PathBuf::from(
-        std::env::var("PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into()),
-    );
+    let bin = bin_dir();
     assert!(
         bin.join("initdb").exists(),
         "Postgres 15 binaries not found in {} (install Debian's postgresql-15 or set PG_BIN)",
@@ -93,23 +116,7 @@ fn start() -> PgServer {
     ]);
     run(initdb, "initdb");
     let port = free_port();
-    let mut ctl = as_pg_user(&bin.join("pg_ctl"));
-    ctl.arg("-D")
-        .arg(&data)
-        .arg("-l")
-        .arg(dir.join("postgres.log"))
-        .arg("-w")
-        .arg("-t")
-        .arg("120")
-        .arg("-o")
-        .arg(format!(
-            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c max_connections=400 \
-             -c fsync=off -c full_page_writes=off -c shared_buffers=64MB",
-            dir.display()
-        ))
-        .arg("start")
-        .stdout(Stdio::null());
-    run(ctl, "pg_ctl start");
+    pg_ctl_start(&bin, &dir, port);
     // Stop the server and remove its directory once this test process is gone, however it ends.
     let watchdog = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
@@ -132,6 +139,22 @@ fn start() -> PgServer {
 }
 
 impl PgServer {
+    /// Stops Postgres at once (`pg_ctl stop -m immediate`: no checkpoint, connections cut, as a crash). For fault
+    /// tests in a test binary of their own: every test of the binary shares this server.
+    pub fn stop(&self) {
+        let mut ctl = as_pg_user(&bin_dir().join("pg_ctl"));
+        ctl.arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-m", "immediate", "-w", "stop"])
+            .stdout(Stdio::null());
+        run(ctl, "pg_ctl stop");
+    }
+
+    /// Starts Postgres again after [`PgServer::stop`], on the same port and data.
+    pub fn start_again(&self) {
+        pg_ctl_start(&bin_dir(), &self.dir, self.port);
+    }
+
     /// The URL of database `db`.
     pub fn url(&self, db: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)

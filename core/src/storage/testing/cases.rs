@@ -1397,6 +1397,78 @@ pub async fn concurrent_create_one_wins(store: Store) {
     assert_eq!(wins, 1);
 }
 
+/// Histories of 8 concurrent clients doing random creates, gets, compare-and-swaps, read-modify-writes, upserts
+/// and (conditional) deletes on 3 keys are linearizable, with revisions that are unique and never go backwards
+/// (see [`linearizability`](super::linearizability)), and a watch of the keys sees every acknowledged write at its
+/// revision, in order, once, and ends in the final state. `APISERVER_LIN_HISTORIES` sets how many histories (default
+/// 3), `APISERVER_LIN_SEED` the first seed (default random); the count is printed.
+pub async fn linearizable_history(store: Store) {
+    use super::linearizability::{
+        Recorder, Workload, check_kv_history, check_watch, encode_value, follow_watch, read_finals,
+        record_storage_history,
+    };
+    let histories: u64 = std::env::var("APISERVER_LIN_HISTORIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let first_seed: u64 = std::env::var("APISERVER_LIN_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0);
+    let (mut ops, mut ambiguous, mut events) = (0, 0, 0);
+    for h in 0..histories {
+        let seed = first_seed.wrapping_add(h * 1000);
+        let workload = Workload {
+            seed,
+            ..Workload::default()
+        };
+        let p = prefix();
+        // A first write, so the watch starts from a revision above 0 (0 would mean "the current state").
+        let from = create_obj(&store, &format!("{p}/start"), encode_value("start", 0))
+            .await
+            .revision;
+        let sentinel = format!("{p}/sentinel");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = tokio::spawn(follow_watch(
+            store.clone(),
+            p.clone(),
+            from,
+            sentinel.clone(),
+            stop.clone(),
+        ));
+        let rec = Recorder::new();
+        record_storage_history(store.clone(), &p, &workload, &rec).await;
+        let keys: Vec<String> = (0..workload.keys).map(|k| format!("{p}/k{k}")).collect();
+        let finals = read_finals(store.as_ref(), &keys, &rec).await;
+        create_obj(&store, &sentinel, encode_value("sentinel", 0)).await;
+        let seen = tokio::time::timeout(EVENT_TIMEOUT, watcher)
+            .await
+            .expect("the watch saw the sentinel")
+            .expect("watcher");
+        stop.store(true, Ordering::SeqCst);
+        let history = rec.history();
+        let watch_violations = check_watch(&seen, &history, from, &finals, false);
+        assert!(
+            watch_violations.is_empty(),
+            "history {h} (APISERVER_LIN_SEED={seed}): the watch disagrees: {watch_violations:#?}"
+        );
+        let report = tokio::task::spawn_blocking(move || check_kv_history(&history))
+            .await
+            .expect("checker");
+        assert!(
+            report.is_linearizable(),
+            "history {h} (APISERVER_LIN_SEED={seed}) is not linearizable: {report}"
+        );
+        ops += report.operations;
+        ambiguous += report.ambiguous;
+        events += seen.len();
+    }
+    eprintln!(
+        "linearizability: {histories} histories checked, {ops} operations ({ambiguous} ambiguous), \
+         {events} watch events, seed {first_seed}"
+    );
+}
+
 // ---------------------------------------------------------------- watch tests
 
 /// A watch from a revision sees ADDED, MODIFIED (with the previous value) and DELETED (with the last value).

@@ -28,7 +28,9 @@ use super::Storage;
 
 mod cached;
 pub mod cases;
+pub mod disk_full;
 mod keeping;
+pub mod linearizability;
 
 pub use cached::{CachePerPrefix, cached};
 pub use keeping::keeping;
@@ -95,6 +97,7 @@ case_table!(
     send_initial_events_false,
     progress_notify,
     watch_sees_every_revision_in_order,
+    linearizable_history,
 );
 
 /// Runs one case body on a fresh multi-threaded runtime with [`CASE_TIMEOUT`]; used by
@@ -195,6 +198,7 @@ macro_rules! storage_conformance {
             send_initial_events_false,
             progress_notify,
             watch_sees_every_revision_in_order,
+            linearizable_history,
         );
     };
 }
