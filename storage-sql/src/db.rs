@@ -696,9 +696,26 @@ async fn sqlite_write(
     expected: i64,
     value: Option<&Bytes>,
 ) -> Result<WriteOutcome, sqlx::Error> {
+    let mut conn = writer.acquire().await?;
+    let written = sqlite_write_on(&mut conn, key, expected, value).await;
+    if written.is_err() {
+        // A statement or commit that failed (a full disk, say) can leave the connection inside its transaction,
+        // where every later BEGIN fails: the pool opens a new one for the next write instead.
+        conn.close_on_drop();
+    }
+    written
+}
+
+#[cfg(feature = "sqlite")]
+async fn sqlite_write_on(
+    conn: &mut sqlx::SqliteConnection,
+    key: &str,
+    expected: i64,
+    value: Option<&Bytes>,
+) -> Result<WriteOutcome, sqlx::Error> {
     // IMMEDIATE takes the write lock now, so the read below is current and no other writer (in any process)
     // can commit between it and our insert.
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
+    let mut tx = sqlx::Connection::begin_with(conn, "BEGIN IMMEDIATE").await?;
     let cur = sqlx::query(
         "SELECT revision, deleted, value FROM apiserver_log WHERE name = $1 ORDER BY revision DESC LIMIT 1",
     )

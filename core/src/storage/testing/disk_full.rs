@@ -86,17 +86,21 @@ pub struct DiskFullReport {
     pub operations: usize,
 }
 
-/// Runs the scenario on a store `open` opens in `fs` (called twice: at the start, and after dropping the first
-/// store, to reopen): a random load; the disk filled; the same load, in which writes must fail with a 5xx error
-/// (not hang, not panic) while every read still answers; space freed; the load again, which must succeed
-/// entirely; then the store reopened must read what the first one read last. The whole history must be
-/// linearizable.
-pub async fn check_disk_full<F, Fut>(fs: &SmallFs, open: F) -> DiskFullReport
+/// Runs the scenario on a store `open` opens in `fs` (called at the start, and after dropping the first store, to
+/// reopen): a random load; the disk filled; the same load, in which writes must fail with a 5xx error (not hang,
+/// not panic) while every read still answers; space freed (and, with `reopen_to_resume`, the store reopened, for
+/// a backend that stops writing after a write error until then); the load again, which must succeed entirely;
+/// then the store reopened must read what the first one read last. The whole history must be linearizable.
+pub async fn check_disk_full<F, Fut>(
+    fs: &SmallFs,
+    reopen_to_resume: bool,
+    open: F,
+) -> DiskFullReport
 where
     F: Fn(PathBuf) -> Fut,
     Fut: Future<Output = Arc<dyn Storage>>,
 {
-    let store = open(fs.path().to_path_buf()).await;
+    let mut store = open(fs.path().to_path_buf()).await;
     let rec = Recorder::new();
     let prefix = "/registry/diskfull";
     let workload = |seed| Workload {
@@ -134,6 +138,11 @@ where
     assert_eq!(failed_reads, 0, "reads failed on a full disk: {full:?}");
 
     std::fs::remove_file(filler).expect("free the disk");
+    if reopen_to_resume {
+        drop(store);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        store = open(fs.path().to_path_buf()).await;
+    }
     let after = record_storage_history(store.clone(), prefix, &workload(seed + 200), &rec).await;
     assert_eq!(
         after.errors + after.timeouts,

@@ -461,6 +461,14 @@ impl Model for KvModel {
                 },
                 O::PreconditionFailed,
             ) if rev_may_differ(expect) => Some(*s),
+            // The same bytes again: nothing is written, the current object is returned (the Storage contract).
+            (
+                I::Update(v) | I::Upsert(v),
+                O::Written {
+                    revision,
+                    prev: Prev::Present(p),
+                },
+            ) if p.revision == revision && p.value == v => Self::observed(s, p),
             (I::Update(v), O::Written { revision, prev }) if exists => {
                 Self::prev_matches(s, prev).and_then(|s| Self::written(&s, v, revision))
             }
@@ -633,6 +641,11 @@ fn explain(key: &str, ops: &[KvOperation], prefix: &[usize]) -> String {
 /// The revision an operation's answer carries, if any, and whether it is a write's.
 fn revision_of(op: &KvOperation) -> Option<(u64, bool)> {
     match op.output? {
+        // An update to the bytes already there wrote nothing: it reports the current revision, as a read does.
+        KvOutput::Written {
+            revision,
+            prev: Prev::Present(p),
+        } if p.revision == revision => Some((revision, false)),
         KvOutput::Written { revision, .. } | KvOutput::Deleted { revision, .. } => {
             Some((revision, true))
         }

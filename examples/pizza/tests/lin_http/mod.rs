@@ -145,6 +145,15 @@ pub async fn run(client: &kube::Client, name: &str, input: KvInput) -> Option<Kv
     let reason = body["reason"].as_str().unwrap_or_default();
     let output = match (status, input) {
         (500.., _) | (429, _) => return None,
+        // Admission's listers resyncing after the backend came back (upstream's answer and text): refused before
+        // any write, counted as ambiguous all the same (a weaker check, never a wrong one).
+        (403, _)
+            if body["message"]
+                .as_str()
+                .is_some_and(|m| m.ends_with("not yet ready to handle request")) =>
+        {
+            return None;
+        }
         (404, _) => KvOutput::NotFound,
         (409, KvInput::Create(_)) if reason == "AlreadyExists" => KvOutput::Exists,
         (409, KvInput::Cas { .. } | KvInput::Delete { .. }) if reason == "Conflict" => {
