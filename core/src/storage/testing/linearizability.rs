@@ -11,7 +11,7 @@
 //! outcome is unknown (a timeout, a broken connection: "maybe happened") is expressed as an operation that returns
 //! at infinity and may or may not have taken effect.
 //!
-//! [`KvModel`] is the model of one key of a [`Storage`](crate::storage::Storage): create, get, compare-and-swap
+//! [`KvModel`] is the model of one key of a [`Storage`]: create, get, compare-and-swap
 //! on the resourceVersion, read-modify-write, upsert and delete (with or without a resourceVersion precondition),
 //! every write returning the revision it took. [`check_kv_history`] checks a history of many keys: each key on its
 //! own (a key's operations never constrain another key's), then the one constraint across keys, that revisions are
@@ -350,7 +350,7 @@ pub struct KvState {
     pub last_write: u64,
 }
 
-/// The sequential specification of one key of a [`Storage`](crate::storage::Storage).
+/// The sequential specification of one key of a [`Storage`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KvModel;
 
