@@ -132,14 +132,7 @@ async fn main() -> ExitCode {
         return match transfer::run(binary, &cli.backends, objects).await {
             Ok(results) => {
                 println!("{}", transfer::table(&results));
-                if let Some(path) = cli.out {
-                    let json = serde_json::to_vec_pretty(&results).unwrap_or_default();
-                    if let Err(e) = std::fs::write(&path, json) {
-                        eprintln!("apiserver-bench: {}: {e}", path.display());
-                        return ExitCode::FAILURE;
-                    }
-                }
-                ExitCode::SUCCESS
+                write_json(cli.out.as_deref(), &results)
             }
             Err(e) => {
                 eprintln!("apiserver-bench: {e}");
@@ -185,12 +178,20 @@ async fn main() -> ExitCode {
     if let Some(receiver) = receiver {
         println!("OTLP receiver: {} spans", receiver.spans());
     }
-    if let Some(path) = cli.out {
-        let json = serde_json::to_vec_pretty(&report).unwrap_or_default();
-        if let Err(e) = std::fs::write(&path, json) {
+    write_json(cli.out.as_deref(), &report)
+}
+
+/// `--out`: the report as JSON, when asked for.
+fn write_json(out: Option<&std::path::Path>, report: &impl serde::Serialize) -> ExitCode {
+    let Some(path) = out else {
+        return ExitCode::SUCCESS;
+    };
+    let json = serde_json::to_vec_pretty(report).unwrap_or_default();
+    match std::fs::write(path, json) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
             eprintln!("apiserver-bench: {}: {e}", path.display());
-            return ExitCode::FAILURE;
+            ExitCode::FAILURE
         }
     }
-    ExitCode::SUCCESS
 }

@@ -338,15 +338,9 @@ pub async fn migrate(
     progress: &dyn Fn(&str),
 ) -> Result<Report, TransferError> {
     let started = Instant::now();
-    let mut revision = source.current_revision().await.map_err(source_err)?;
-    let mut report = reconcile(
-        target,
-        target_prefix,
-        revision,
-        snapshot(source, source_prefix, revision),
-        progress,
-    )
-    .await?;
+    let copy = || copy_current(source, source_prefix, target, target_prefix, progress);
+    let mut report = copy().await?;
+    let mut revision = report.source_revision;
     if follow {
         futures::pin_mut!(stop);
         let mut events: u64 = 0;
@@ -396,15 +390,8 @@ pub async fn migrate(
                             "the source's watch ended ({}); copying a new snapshot",
                             event.error.map(|e| e.to_string()).unwrap_or_default()
                         ));
-                        revision = source.current_revision().await.map_err(source_err)?;
-                        let again = reconcile(
-                            target,
-                            target_prefix,
-                            revision,
-                            snapshot(source, source_prefix, revision),
-                            progress,
-                        )
-                        .await?;
+                        let again = copy().await?;
+                        revision = again.source_revision;
                         report.written += again.written;
                         report.deleted += again.deleted;
                         target_revision = target.current_revision().await.map_err(target_err)?;
@@ -422,18 +409,10 @@ pub async fn migrate(
         }
         report.events = events;
         // Whatever the watch had not delivered yet: one last snapshot.
-        let last = source.current_revision().await.map_err(source_err)?;
-        let again = reconcile(
-            target,
-            target_prefix,
-            last,
-            snapshot(source, source_prefix, last),
-            progress,
-        )
-        .await?;
+        let again = copy().await?;
         report.objects = again.objects;
         report.bytes = again.bytes;
-        report.source_revision = last;
+        report.source_revision = again.source_revision;
         report.written += again.written;
         report.deleted += again.deleted;
     }
@@ -441,6 +420,19 @@ pub async fn migrate(
         finish(target, target_prefix, report.source_revision, progress).await?;
     report.elapsed = started.elapsed();
     Ok(report)
+}
+
+/// Makes the target hold what the source holds at its current revision.
+async fn copy_current(
+    source: &dyn Storage,
+    source_prefix: &str,
+    target: &dyn Storage,
+    target_prefix: &str,
+    progress: &dyn Fn(&str),
+) -> Result<Report, TransferError> {
+    let revision = source.current_revision().await.map_err(source_err)?;
+    let items = snapshot(source, source_prefix, revision);
+    reconcile(target, target_prefix, revision, items, progress).await
 }
 
 /// Makes `target` under `prefix` hold exactly `items` (keys relative to the prefix), taken from a source at
