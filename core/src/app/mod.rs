@@ -647,9 +647,16 @@ where
         }
     }
     let name = command.get_name().to_string();
-    // The server's flags may follow `storage <command>` too: they say which store the command works on.
+    // The server's flags may follow `storage <command>` too: they say which store the command works on. (clap
+    // allows neither required nor positional arguments to be global: a binary's own such arguments stay put.)
     let command = command
-        .mut_args(|arg| arg.global(true))
+        .mut_args(|arg| {
+            if arg.is_required_set() || arg.is_positional() {
+                arg
+            } else {
+                arg.global(true)
+            }
+        })
         .subcommand(storage_command::command());
     // One parse gives both the binary's options and the framework's among them (flattened, they share ids).
     let matches = command.get_matches();
