@@ -18,7 +18,7 @@ async fn rocksdb_disk_full() {
             return;
         }
     };
-    let report = check_disk_full(&fs, true, |dir| async move {
+    let report = check_disk_full(&fs, true, false, |dir| async move {
         let options = RocksOptions {
             compaction_interval: Duration::ZERO,
             ..RocksOptions::default()
