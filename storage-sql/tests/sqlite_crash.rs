@@ -2,15 +2,18 @@
 //!
 //! The test binary re-executes itself as the writer: with `SQL_CRASH_CHILD_DB` set, `crash_child_writer` opens
 //! the store and writes from several tasks, printing `ACK <key> <revision>` after each write returns. The parent
-//! kills it with SIGKILL mid-stream, reopens the file and checks every acknowledged write.
+//! kills it with SIGKILL mid-stream, reopens the file and checks every acknowledged write. A second scenario
+//! (`apiserver::storage::testing::crash`) kills it while a watch follows the writes and compaction runs.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use apiserver::storage::testing::crash;
 use apiserver::storage::{GetOptions, Storage};
 use apiserver_storage_sql::SqlStorage;
 use bytes::Bytes;
@@ -134,4 +137,46 @@ async fn kill_9_loses_no_acknowledged_write() {
         .create("/crash/after", Bytes::from("x"))
         .await
         .expect("write after recovery");
+}
+
+/// Set (to the database URL) only in the child of the watch-and-compaction scenario.
+const WATCH_CHILD_ENV: &str = "SQL_CRASH_WATCH_CHILD_DB";
+
+/// The child of [`kill_9_during_watch_and_compaction_loses_nothing`]: does nothing otherwise.
+#[test]
+fn crash_child_with_watch_and_compaction() {
+    let Ok(url) = std::env::var(WATCH_CHILD_ENV) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let store = SqlStorage::connect(&url).await.expect("child: open");
+        crash::crash_child(Arc::new(store), "/crash").await;
+    });
+}
+
+/// kill -9 while a watch follows the writes and compaction runs: nothing acknowledged is lost, compaction is not
+/// undone, and no watch skips or repeats a write, before or after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_watch_and_compaction_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("state.db").display());
+    let child_url = url.clone();
+    let lines = tokio::task::spawn_blocking(move || {
+        crash::run_and_kill(
+            "crash_child_with_watch_and_compaction",
+            (WATCH_CHILD_ENV, std::ffi::OsStr::new(&child_url)),
+            300,
+        )
+    })
+    .await
+    .expect("the child");
+    let store = SqlStorage::connect(&url)
+        .await
+        .expect("reopen after the crash");
+    crash::check_after_crash(Arc::new(store), "/crash", &lines).await;
 }

@@ -28,6 +28,7 @@ use super::Storage;
 
 mod cached;
 pub mod cases;
+pub mod crash;
 pub mod disk_full;
 mod keeping;
 pub mod linearizability;
