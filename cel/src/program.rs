@@ -389,6 +389,19 @@ impl Activation {
         Ok(self.bind(name, convert::json_to_value_with_schema(json, schema)?))
     }
 
+    /// Binds `name` to a map from string keys to CEL values (a policy's `variables`).
+    pub fn bind_map(
+        self,
+        name: &str,
+        entries: impl IntoIterator<Item = (String, Value)>,
+    ) -> Activation {
+        let map = entries
+            .into_iter()
+            .map(|(k, v)| (cel::objects::Key::String(Arc::new(k)), v))
+            .collect::<std::collections::HashMap<_, _>>();
+        self.bind(name, Value::Map(cel::objects::Map { map: Arc::new(map) }))
+    }
+
     /// Binds `name` to a CEL value, in place.
     pub fn insert(&mut self, name: &str, value: Value) {
         // Every `Value` but a function converts; a function value cannot be written in CEL, so leave it unbound.
