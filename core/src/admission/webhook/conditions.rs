@@ -1,27 +1,39 @@
 //! A webhook's `matchConditions` (upstream's `matchconditions.Matcher`): CEL expressions over `object`,
-//! `oldObject` and `request`, all of which must be true for the webhook to be called. A condition that is false
+//! `oldObject`, `request` and `authorizer`, all of which must be true for the webhook to be called. A condition that is false
 //! skips the webhook; one that fails to evaluate refuses the request under `failurePolicy: Fail` and skips the
 //! webhook under `Ignore`.
+
+use std::sync::Arc;
 
 use apiserver_cel::{Activation, Value};
 
 use super::hook::Hook;
+use crate::admission::AdmissionAuthorizer;
+use crate::admission::authorization::{RequestAuthorization, evaluate};
 use crate::admission::expressions::Programs;
 use crate::registry::ApiError;
 
 /// Upstream's runtime cost budget for one webhook's match conditions.
 const COST_BUDGET: u64 = 1_000_000;
 
-/// The match conditions' compiled programs.
-#[derive(Default)]
+/// The match conditions' compiled programs, and the authorizer their `authorizer` asks.
 pub(super) struct Conditions {
     programs: Programs,
+    authorizer: Option<Arc<dyn AdmissionAuthorizer>>,
 }
 
 impl Conditions {
+    /// No program compiled yet.
+    pub fn new(authorizer: Option<Arc<dyn AdmissionAuthorizer>>) -> Conditions {
+        Conditions {
+            programs: Programs::default(),
+            authorizer,
+        }
+    }
+
     /// Whether the webhook applies: `request` is the AdmissionRequest the webhook would get, whose `object` and
     /// `oldObject` are bound as variables of their own too.
-    pub fn matches(
+    pub async fn matches(
         &self,
         hook: &Hook,
         request: &serde_json::Value,
@@ -30,21 +42,26 @@ impl Conditions {
         if hook.match_conditions.is_empty() {
             return Ok(true);
         }
-        let activation = Activation::new()
+        let authorization = RequestAuthorization::new(self.authorizer.as_ref(), attributes);
+        let mut activation = Activation::new()
             .bind_json("object", &request["object"])
             .bind_json("oldObject", &request["oldObject"])
             .bind_json("request", request);
+        if let Some(authorization) = &authorization {
+            activation = authorization.bind(activation);
+        }
         let mut errors = Vec::new();
         let mut budget = COST_BUDGET;
         for condition in &hook.match_conditions {
-            let evaluated = self
-                .programs
-                .get(&condition.expression)
-                .and_then(|program| {
-                    let evaluation = program.evaluate_with_limit(&activation, budget);
+            let evaluated = match self.programs.get(&condition.expression) {
+                Ok(program) => {
+                    let evaluation =
+                        evaluate(&program, &activation, budget, authorization.as_ref()).await;
                     budget = budget.saturating_sub(evaluation.cost);
                     evaluation.result.map_err(|e| e.to_string())
-                });
+                }
+                Err(e) => Err(e),
+            };
             match evaluated {
                 Ok(Value::Bool(false)) => return Ok(false),
                 Ok(Value::Bool(true)) => {}
