@@ -117,6 +117,13 @@ fn max_size(schema: &Json) -> u64 {
     }
 }
 
+/// The most times data of `schema` can occur in one request (upstream's `maxCardinality`: the largest request over
+/// the data's smallest JSON and a comma). A rule under lists or maps without `maxItems`/`maxProperties` may run that
+/// often, and its estimated cost is multiplied by it.
+pub fn max_cardinality(schema: &Json) -> u64 {
+    MAX_REQUEST_SIZE / (min_serialized_size(schema) + 1)
+}
+
 /// The fewest bytes data of `schema` takes in JSON (upstream's `MinStringSize`, `MinBoolSize`, ...).
 fn min_serialized_size(schema: &Json) -> u64 {
     match schema.get("type").and_then(Json::as_str) {

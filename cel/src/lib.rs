@@ -29,6 +29,6 @@ pub use convert::{
     json_to_value, json_to_value_with_schema, value_to_json, value_to_json_with_schema,
 };
 pub use cost::{COST_LIMIT_EXCEEDED, PER_CALL_LIMIT, RUNTIME_COST_BUDGET};
-pub use estimate::{CostEstimate, VariableSchema};
+pub use estimate::{CostEstimate, VariableSchema, max_cardinality};
 pub use library::authz;
 pub use program::{Activation, CompileError, EvalError, Evaluation, Program};

@@ -293,10 +293,21 @@ impl Program {
         variables: &[VariableSchema<'_>],
         budget: u64,
     ) -> Result<(), CompileError> {
-        let estimate = self.estimate_cost(variables);
-        if estimate.max > budget {
+        self.check_estimated_cost_times(variables, 1, budget)
+    }
+
+    /// As [`Program::check_estimated_cost`] for an expression that may run `times` times (a rule under lists or
+    /// maps: upstream multiplies its estimate by their sizes, or by [`crate::max_cardinality`] when unbounded).
+    pub fn check_estimated_cost_times(
+        &self,
+        variables: &[VariableSchema<'_>],
+        times: u64,
+        budget: u64,
+    ) -> Result<(), CompileError> {
+        let cost = self.estimate_cost(variables).max.saturating_mul(times);
+        if cost > budget {
             return Err(CompileError::CostExceedsBudget {
-                factor: estimate::budget_factor(estimate.max, budget),
+                factor: estimate::budget_factor(cost, budget),
             });
         }
         Ok(())

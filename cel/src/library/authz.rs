@@ -781,6 +781,25 @@ mod tests {
         );
     }
 
+    /// A decision kept in a variable (a policy's `variables`) answers like one made in place.
+    #[test]
+    fn decisions_held_in_variables() {
+        let checks = Checks::new();
+        let asked = authorizer(&checks, alice());
+        let program = Program::compile("authorizer.path('/a').check('get')").unwrap();
+        let activation = Activation::new().bind(AUTHORIZER, asked);
+        let _ = program.evaluate(&activation);
+        for request in checks.take_pending() {
+            checks.answer(request.clone(), allow(&request));
+        }
+        let decision = program.evaluate(&activation).unwrap();
+        let variables = Activation::new().bind_map("variables", [("d".to_string(), decision)]);
+        let program =
+            Program::compile("variables.d.allowed() && variables.d.reason().startsWith('RBAC')")
+                .unwrap();
+        assert_eq!(program.evaluate(&variables), Ok(Value::Bool(true)));
+    }
+
     #[test]
     fn each_distinct_check_is_asked_once() {
         // each call is charged (three are over the limit), but the same check is asked once

@@ -9,8 +9,6 @@ use apiserver_cel::authz::{self, Checks, Decision, Request, Resource, Subject};
 use apiserver_cel::{Activation, Evaluation, Program};
 use async_trait::async_trait;
 
-use super::Attributes;
-
 /// The server's authorizer as admission asks it.
 #[async_trait]
 pub trait AdmissionAuthorizer: Send + Sync + 'static {
@@ -34,29 +32,18 @@ pub(crate) struct RequestAuthorization {
 }
 
 impl RequestAuthorization {
-    /// The checks of the request `attributes` describes, or `None` without an authorizer.
+    /// The checks of a request by `subject` on `resource` (see
+    /// [`Attributes::authorization_target`](super::Attributes::authorization_target)), or `None` without an
+    /// authorizer.
     pub fn new(
         authorizer: Option<&Arc<dyn AdmissionAuthorizer>>,
-        attributes: &Attributes,
+        (subject, resource): (Subject, Resource),
     ) -> Option<RequestAuthorization> {
-        let user = &attributes.user;
         Some(RequestAuthorization {
             authorizer: authorizer?.clone(),
             checks: Checks::new(),
-            subject: Subject {
-                name: user.name.clone(),
-                uid: user.uid.clone(),
-                groups: user.groups.clone(),
-                extra: user.extra.clone(),
-            },
-            resource: Resource {
-                group: attributes.resource.group.clone(),
-                resource: attributes.resource.resource.clone(),
-                subresource: attributes.subresource.clone(),
-                namespace: attributes.namespace.clone(),
-                name: attributes.name.clone(),
-                ..Resource::default()
-            },
+            subject,
+            resource,
         })
     }
 
@@ -109,6 +96,7 @@ pub(crate) async fn evaluate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::Attributes;
     use crate::auth::User;
     use crate::runtime::GroupResource;
     use apiserver_cel::Value;
@@ -136,7 +124,7 @@ mod tests {
 
     fn attributes() -> Attributes {
         Attributes {
-            operation: super::super::Operation::Create,
+            operation: crate::admission::Operation::Create,
             kind: Default::default(),
             resource: GroupResource {
                 group: "restaurant.programming-kubernetes.info".into(),
@@ -166,7 +154,9 @@ mod tests {
     async fn checks_are_answered_on_a_current_thread_runtime() {
         let recorder = Arc::new(Recorder::default());
         let authorizer: Arc<dyn AdmissionAuthorizer> = recorder.clone();
-        let authorization = RequestAuthorization::new(Some(&authorizer), &attributes()).unwrap();
+        let authorization =
+            RequestAuthorization::new(Some(&authorizer), attributes().authorization_target())
+                .unwrap();
         let activation = authorization.bind(Activation::new());
         let program = Program::compile(
             "authorizer.requestResource.check('delete').allowed() && \
@@ -202,7 +192,7 @@ mod tests {
             }
         );
         // without an authorizer the variable is not there
-        assert!(RequestAuthorization::new(None, &attributes()).is_none());
+        assert!(RequestAuthorization::new(None, attributes().authorization_target()).is_none());
         let plain = evaluate(&program, &Activation::new(), 1_000_000, None).await;
         assert!(plain.result.is_err());
     }

@@ -382,7 +382,7 @@ impl PolicyCluster {
 
     /// The authorization checks of one request, when the server has an authorizer.
     pub fn authorization(&self, attributes: &Attributes) -> Option<RequestAuthorization> {
-        RequestAuthorization::new(self.authorizer.as_ref(), attributes)
+        RequestAuthorization::new(self.authorizer.as_ref(), attributes.authorization_target())
     }
 
     /// Evaluates `expression` over `variables`; a non-bool result is an error for validations and conditions.

@@ -8,8 +8,9 @@ use async_trait::async_trait;
 use crate::admission::AdmissionAuthorizer;
 use crate::auth::{
     Attributes, AuthorizationError, Authorizer, Decision as AuthDecision, PathAuthorizer,
-    PrivilegedGroups, UnionAuthorizer, User,
+    PrivilegedGroups, SelectorRequirement, UnionAuthorizer, User,
 };
+use crate::storage::{FieldOperator, FieldSelector, LabelSelector, Operator};
 
 /// One authorizer behind an `Arc`, handed to the server builder while admission keeps another handle on it.
 pub(super) struct Shared(pub Arc<dyn Authorizer>);
@@ -69,9 +70,65 @@ fn attributes(request: &Request) -> Attributes {
             resource: resource.resource.clone(),
             subresource: resource.subresource.clone(),
             name: resource.name.clone(),
+            field_selector: field_requirements(&resource.field_selector),
+            label_selector: label_requirements(&resource.label_selector),
             path: String::new(),
         },
     }
+}
+
+/// A field selector's requirements as the review carries them (upstream's `fieldSelectorToAuthorizationAPI`): none
+/// when it does not parse (the authz library drops it), `=`/`==` as `In`, `!=` as `NotIn`.
+fn field_requirements(selector: &str) -> Vec<SelectorRequirement> {
+    if selector.is_empty() {
+        return Vec::new();
+    }
+    let Ok(parsed) = FieldSelector::parse(selector) else {
+        return Vec::new();
+    };
+    parsed
+        .requirements()
+        .iter()
+        .map(|r| SelectorRequirement {
+            key: r.field.clone(),
+            operator: match r.operator {
+                FieldOperator::Equals => "In",
+                FieldOperator::NotEquals => "NotIn",
+            }
+            .into(),
+            values: vec![r.value.clone()],
+        })
+        .collect()
+}
+
+/// A label selector's requirements as the review carries them (upstream's `labelSelectorToAuthorizationAPI`): none
+/// when it does not parse, `=`/`==`/`in` as `In`, `!=`/`notin` as `NotIn`, `Exists`, `DoesNotExist`; `gt` and `lt`
+/// are left out (requirements only narrow, so the question asked is the same or wider).
+fn label_requirements(selector: &str) -> Vec<SelectorRequirement> {
+    if selector.is_empty() {
+        return Vec::new();
+    }
+    let Ok(parsed) = LabelSelector::parse(selector) else {
+        return Vec::new();
+    };
+    parsed
+        .requirements()
+        .iter()
+        .filter_map(|r| {
+            let operator = match r.operator() {
+                Operator::Equals | Operator::DoubleEquals | Operator::In => "In",
+                Operator::NotEquals | Operator::NotIn => "NotIn",
+                Operator::Exists => "Exists",
+                Operator::DoesNotExist => "DoesNotExist",
+                Operator::GreaterThan | Operator::LessThan => return None,
+            };
+            Some(SelectorRequirement {
+                key: r.key().to_string(),
+                operator: operator.into(),
+                values: r.values().to_vec(),
+            })
+        })
+        .collect()
 }
 
 #[async_trait]
@@ -178,6 +235,51 @@ mod tests {
                 "alice"
             )
         );
+        // selectors narrow the question as upstream's webhook authorizer sends them; one that does not parse is
+        // left out
+        let narrowed = Check::Resource {
+            resource: Resource {
+                resource: "pods".into(),
+                field_selector: "spec.nodeName=n1,status.phase!=Failed".into(),
+                label_selector: "app in (web,api),!canary,tier,rank>2".into(),
+                ..Resource::default()
+            },
+            verb: "list".into(),
+        };
+        server.authorize(&request(alice.clone(), narrowed)).await;
+        let asked = failing.0.lock().unwrap()[1].clone();
+        let requirement = |key: &str, operator: &str, values: &[&str]| SelectorRequirement {
+            key: key.into(),
+            operator: operator.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        };
+        assert_eq!(
+            asked.field_selector,
+            vec![
+                requirement("spec.nodeName", "In", &["n1"]),
+                requirement("status.phase", "NotIn", &["Failed"]),
+            ]
+        );
+        assert_eq!(
+            asked.label_selector,
+            vec![
+                requirement("app", "In", &["api", "web"]),
+                requirement("canary", "DoesNotExist", &[]),
+                requirement("tier", "Exists", &[]),
+            ]
+        );
+        let unparsable = Check::Resource {
+            resource: Resource {
+                resource: "pods".into(),
+                field_selector: "spec.nodeName".into(),
+                label_selector: "app in (".into(),
+                ..Resource::default()
+            },
+            verb: "list".into(),
+        };
+        server.authorize(&request(alice.clone(), unparsable)).await;
+        let asked = failing.0.lock().unwrap()[2].clone();
+        assert!(asked.field_selector.is_empty() && asked.label_selector.is_empty());
         // system:masters and the always-allow paths are allowed before the configured authorizer is asked
         let admin = Subject {
             name: "admin".into(),
@@ -190,7 +292,7 @@ mod tests {
             verb: "get".into(),
         };
         assert!(server.authorize(&request(alice, health)).await.allowed);
-        assert_eq!(failing.0.lock().unwrap().len(), 1);
+        assert_eq!(failing.0.lock().unwrap().len(), 3);
         // without a configured authorizer the rest is denied
         let standalone = ServerAuthorizer::new(&[], None).unwrap();
         let bob = Subject {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use apiserver_cel::{Activation, Value};
 
 use super::hook::Hook;
-use crate::admission::AdmissionAuthorizer;
+use crate::admission::authorization::AdmissionAuthorizer;
 use crate::admission::authorization::{RequestAuthorization, evaluate};
 use crate::admission::expressions::Programs;
 use crate::registry::ApiError;
@@ -42,7 +42,8 @@ impl Conditions {
         if hook.match_conditions.is_empty() {
             return Ok(true);
         }
-        let authorization = RequestAuthorization::new(self.authorizer.as_ref(), attributes);
+        let authorization =
+            RequestAuthorization::new(self.authorizer.as_ref(), attributes.authorization_target());
         let mut activation = Activation::new()
             .bind_json("object", &request["object"])
             .bind_json("oldObject", &request["oldObject"])

@@ -152,7 +152,7 @@ pub(super) fn new_event(request: &Request, attributes: Attributes) -> Event {
         resource,
         subresource,
         name,
-        path: _,
+        ..
     } = attributes;
     let object_ref = is_resource_request.then(|| ObjectReference {
         resource,
