@@ -87,3 +87,92 @@ impl Conditions {
         Err(attributes.forbidden(why))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::{Attributes, Operation};
+    use crate::auth::User;
+    use crate::runtime::GroupResource;
+    use apiserver_cel::authz::{Check, Decision, Request};
+    use async_trait::async_trait;
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhook;
+    use serde_json::json;
+
+    /// Allows `delete` to `alice` only.
+    struct AliceDeletes;
+
+    #[async_trait]
+    impl AdmissionAuthorizer for AliceDeletes {
+        async fn authorize(&self, request: &Request) -> Decision {
+            let delete = matches!(&request.check, Check::Resource { verb, .. } if verb == "delete");
+            Decision {
+                allowed: delete && request.subject.name == "alice",
+                ..Decision::default()
+            }
+        }
+    }
+
+    fn attributes(user: &str) -> Attributes {
+        Attributes {
+            operation: Operation::Create,
+            kind: Default::default(),
+            resource: GroupResource {
+                group: "g".into(),
+                resource: "pizzas".into(),
+            },
+            version: "v1".into(),
+            subresource: String::new(),
+            namespace: "ns".into(),
+            name: "p".into(),
+            dry_run: false,
+            user: User {
+                name: user.into(),
+                ..User::default()
+            },
+            audit: None,
+            warnings: None,
+            wire: None,
+            field_manager: String::new(),
+            reinvocation: Arc::default(),
+        }
+    }
+
+    /// A webhook's match condition asks the authorizer about the request's user and resource.
+    #[tokio::test]
+    async fn match_conditions_see_the_authorizer() {
+        let webhook: ValidatingWebhook = serde_json::from_value(json!({
+            "name": "w.example.com",
+            "clientConfig": {"url": "https://127.0.0.1:1/"},
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "matchConditions": [{"name": "deleters", "expression": "authorizer.requestResource.check('delete').allowed()"}],
+        }))
+        .unwrap();
+        let hook = Hook::validating("c", &webhook);
+        let request = json!({"object": {"metadata": {"name": "p"}}, "oldObject": null});
+        let conditions = Conditions::new(Some(Arc::new(AliceDeletes)));
+        assert!(
+            conditions
+                .matches(&hook, &request, &attributes("alice"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !conditions
+                .matches(&hook, &request, &attributes("bob"))
+                .await
+                .unwrap()
+        );
+        // without an authorizer the condition fails, refusing under failurePolicy Fail
+        let err = Conditions::new(None)
+            .matches(&hook, &request, &attributes("alice"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.message.contains("undeclared reference to 'authorizer'"),
+            "{}",
+            err.message
+        );
+    }
+}
