@@ -281,7 +281,7 @@ fn walk<'a>(expr: &IdedExpr, scope: &mut Scope<'a>) -> (u64, Shape<'a>) {
             cost = cost.saturating_add(traversal_cost(&c.func_name, size_driver));
             if c.func_name == "check" && c.target.is_some() {
                 // an authorization check's fixed cost, the call's 1 included
-                cost = cost.saturating_add(crate::authz::CHECK_COST - 1);
+                cost = cost.saturating_add(crate::cost::CHECK_COST - 1);
             }
             if matches!(c.func_name.as_str(), "matches" | "find" | "findAll") {
                 // a regex match is linear in the string, with a factor for the pattern's size

@@ -24,9 +24,7 @@ pub const AUTHORIZER: &str = "authorizer";
 /// The name of the request's own resource check (upstream binds it as this qualified variable).
 pub const REQUEST_RESOURCE: &str = "authorizer.requestResource";
 
-/// What upstream charges for one `check` (`authzCheckCost`: "allows for only two authorization checks per
-/// expression" under the per-expression limit of 1,000,000).
-pub const CHECK_COST: u64 = 350_000;
+pub use crate::cost::CHECK_COST;
 
 const AUTHORIZER_TYPE: &str = "kubernetes.authorization.Authorizer";
 const PATH_CHECK_TYPE: &str = "kubernetes.authorization.PathCheck";
