@@ -3,14 +3,18 @@
 //!
 //! `target` starts or reaches the server, `client` speaks HTTPS to it, `phases` are the load, `raw` the
 //! physical limits of each backend, `report` the table and JSON, `delegated` the core cluster a server with
-//! delegated authentication and authorization asks, `transfer` the backup/restore/migrate throughput.
+//! delegated authentication and authorization asks, `transfer` the backup/restore/migrate throughput, `scale` reads
+//! as a store grows, `progress` where a run is (stderr), `plot` the run as a picture.
 
 pub mod client;
 pub mod delegated;
 pub mod otlp;
 pub mod phases;
+pub mod plot;
+pub mod progress;
 pub mod raw;
 pub mod report;
+pub mod scale;
 pub mod target;
 pub mod transfer;
 
@@ -73,6 +77,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use delegated::{CoreCluster, Reviews};
+use phases::ReadFrom;
 use report::{BackendReport, Machine, PhaseResult, Report};
 use target::{Backend, Service, Target};
 
@@ -285,6 +290,7 @@ async fn measure(
         watch_clients,
         target.endpoint.url.clone(),
         config.sizes.clone(),
+        progress::Progress::new(row.name),
     ));
     let pid = target.pid;
     let idle_rss_mib = pid.and_then(|p| report::memory_mib(p, "VmRSS"));
@@ -326,13 +332,17 @@ async fn measure(
                     serde_json::json!(subject_access_reviews),
                 );
             }
+            load.progress.finish(&r);
             results.push(r);
         }};
     }
     phase!(load.create().await);
-    phase!(load.get().await);
-    phase!(load.list(None).await);
-    phase!(load.list(Some("0")).await);
+    phase!(load.get(ReadFrom::Latest).await);
+    phase!(load.get(ReadFrom::Any).await);
+    phase!(load.get(ReadFrom::NotOlderThan).await);
+    phase!(load.list(ReadFrom::Latest).await);
+    phase!(load.list(ReadFrom::Any).await);
+    phase!(load.list(ReadFrom::Exact).await);
     phase!(load.list_pages().await);
     phase!(load.conflicts().await);
     phase!(load.watch_latency(1, "w").await);

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use apiserver_bench::target::{Backend, default_server_binary};
 use apiserver_bench::{Auth, Config, Mode, Sizes, run};
-use apiserver_bench::{otlp, transfer};
+use apiserver_bench::{otlp, plot, scale, transfer};
 use clap::{Parser, ValueEnum};
 
 /// `--auth`: which authentication each backend runs with.
@@ -74,6 +74,9 @@ struct Cli {
     /// Also write the report as JSON here.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Also draw the throughput and p99 of every phase and backend into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
     /// Run an OTLP/gRPC trace receiver on this loopback address for the run (for a server started with a
     /// `--tracing-config-file` pointing at it) and report how many spans it got.
     #[arg(long)]
@@ -82,6 +85,11 @@ struct Cli {
     /// `--backends`, then `storage migrate` between every ordered pair, with the bytes moved per second.
     #[arg(long, value_name = "OBJECTS")]
     transfer: Option<usize>,
+    /// Instead of the load phases: grow one RocksDB store through the server to each of these sizes (e.g.
+    /// `10000,100000,1000000`) and measure at each the server's start on it, its RSS, GETs spread over the store
+    /// and `limit=500` pages (`--gets` and `--lists` size the reads, `--concurrency` the creates).
+    #[arg(long, value_name = "OBJECTS,...", value_delimiter = ',')]
+    scale: Vec<usize>,
 }
 
 #[tokio::main]
@@ -140,6 +148,24 @@ async fn main() -> ExitCode {
             }
         };
     }
+    if !cli.scale.is_empty() {
+        let Mode::Process(binary) = &mode else {
+            eprintln!(
+                "apiserver-bench: --scale restarts the server binary on its store: no --in-process or --kubeconfig"
+            );
+            return ExitCode::FAILURE;
+        };
+        return match scale::run(binary, &cli.scale, &sizes).await {
+            Ok(steps) => {
+                println!("{}", scale::table(&steps));
+                write_json(cli.out.as_deref(), &steps)
+            }
+            Err(e) => {
+                eprintln!("apiserver-bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let config = Config {
         backends: cli.backends,
         mode,
@@ -177,6 +203,12 @@ async fn main() -> ExitCode {
     println!("{}", report.table());
     if let Some(receiver) = receiver {
         println!("OTLP receiver: {} spans", receiver.spans());
+    }
+    if let Some(path) = &cli.plot
+        && let Err(e) = plot::write_svg(&report, path)
+    {
+        eprintln!("apiserver-bench: --plot {e}");
+        return ExitCode::FAILURE;
     }
     write_json(cli.out.as_deref(), &report)
 }

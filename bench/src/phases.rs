@@ -1,5 +1,5 @@
-//! The load phases, each with a fixed concurrency and count: create, get, list, conflicting updates, watch
-//! latency, watch fan-out, delete.
+//! The load phases, each with a fixed concurrency and count: create, get and list from each state a client can
+//! ask for, paged lists, conflicting updates, watch latency, watch fan-out, delete.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use crate::Sizes;
+use crate::progress::Progress;
 use crate::report::PhaseResult;
 
 const TOPPINGS: &str = "/apis/restaurant.programming-kubernetes.info/v1alpha1/toppings";
@@ -24,7 +25,46 @@ pub struct Load {
     pub watch_clients: Vec<reqwest::Client>,
     pub base: String,
     pub sizes: Sizes,
+    /// Where the running phase is, on stderr.
+    pub progress: Progress,
     payload: String,
+}
+
+/// Which state a read asks for, by `resourceVersion` (and `resourceVersionMatch`), as a client can.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// `resourceVersion` unset: the latest state (a consistent read).
+    Latest,
+    /// `resourceVersion=0`: any state the server has (its watch cache).
+    Any,
+    /// `resourceVersion=N` with N the collection's version when the phase starts: a state no older than N
+    /// (`resourceVersionMatch=NotOlderThan` for a list, the only meaning a GET has).
+    NotOlderThan,
+    /// `resourceVersion=N&resourceVersionMatch=Exact` (lists only): the state at exactly N.
+    Exact,
+}
+
+impl ReadFrom {
+    /// The phase's name after its verb, e.g. `list (rv=0)`.
+    fn phase_name(self, verb: &str) -> String {
+        match self {
+            ReadFrom::Latest if verb == "get" => "get".to_string(),
+            ReadFrom::Latest => format!("{verb} (rv unset)"),
+            ReadFrom::Any => format!("{verb} (rv=0)"),
+            ReadFrom::NotOlderThan => format!("{verb} (rv=N, not older)"),
+            ReadFrom::Exact => format!("{verb} (rv=N, exact)"),
+        }
+    }
+
+    /// The query string for a collection at version `current`.
+    fn query(self, current: &str) -> String {
+        match self {
+            ReadFrom::Latest => String::new(),
+            ReadFrom::Any => "?resourceVersion=0".to_string(),
+            ReadFrom::NotOlderThan => format!("?resourceVersion={current}"),
+            ReadFrom::Exact => format!("?resourceVersion={current}&resourceVersionMatch=Exact"),
+        }
+    }
 }
 
 /// How many watches the harness opens on one connection (client-go's default stream limit is 250 too).
@@ -39,6 +79,7 @@ impl Load {
         watch_clients: Vec<reqwest::Client>,
         base: String,
         sizes: Sizes,
+        progress: Progress,
     ) -> Self {
         let payload = "x".repeat(sizes.value_bytes);
         Load {
@@ -46,6 +87,7 @@ impl Load {
             watch_clients,
             base,
             sizes,
+            progress,
             payload,
         }
     }
@@ -90,6 +132,8 @@ impl Load {
         Fut: std::future::Future<Output = Outcome> + Send,
     {
         let next = Arc::new(AtomicUsize::new(0));
+        self.progress.start(name, count);
+        let progress = &self.progress;
         let start = Instant::now();
         let mut workers = Vec::new();
         for _ in 0..concurrency.max(1) {
@@ -102,6 +146,7 @@ impl Load {
                         break outcomes;
                     }
                     outcomes.push(make(i).await);
+                    progress.step();
                 }
             });
         }
@@ -161,35 +206,46 @@ impl Load {
     }
 
     pub async fn create(self: &Arc<Self>) -> PhaseResult {
+        self.create_range("create", 0..self.sizes.objects).await
+    }
+
+    /// Creates toppings `t-<i>` for every `i` of `range`.
+    pub async fn create_range(
+        self: &Arc<Self>,
+        name: &str,
+        range: std::ops::Range<usize>,
+    ) -> PhaseResult {
         let load = self.clone();
-        self.parallel(
-            "create",
-            self.sizes.concurrency,
-            self.sizes.objects,
-            201,
-            move |i| {
-                let load = load.clone();
-                async move {
-                    let body = load.topping(&format!("t-{i}"), i as f64);
-                    load.send(load.client.post(load.url(TOPPINGS)).json(&body))
-                        .await
-                }
-            },
-        )
+        let first = range.start;
+        self.parallel(name, self.sizes.concurrency, range.len(), 201, move |i| {
+            let load = load.clone();
+            async move {
+                let body = load.topping(&format!("t-{}", first + i), (first + i) as f64);
+                load.send(load.client.post(load.url(TOPPINGS)).json(&body))
+                    .await
+            }
+        })
         .await
     }
 
-    pub async fn get(self: &Arc<Self>) -> PhaseResult {
+    /// GETs of `self.sizes.gets` names spread over the first `objects` toppings (a stride prime to their number, so
+    /// that a large store is read all over, not only at its start).
+    pub async fn get_spread(self: &Arc<Self>, objects: usize) -> PhaseResult {
         let load = self.clone();
+        let objects = objects.max(1);
+        let stride = [7_919, 104_729, 1_299_709]
+            .into_iter()
+            .find(|p| !objects.is_multiple_of(*p))
+            .unwrap_or(1);
         self.parallel(
-            "get",
+            "get (names spread)",
             self.sizes.concurrency,
             self.sizes.gets,
             200,
             move |i| {
                 let load = load.clone();
                 async move {
-                    let name = format!("t-{}", i % load.sizes.objects.max(1));
+                    let name = format!("t-{}", (i * stride) % objects);
                     load.send(load.client.get(load.url(&format!("{TOPPINGS}/{name}"))))
                         .await
                 }
@@ -198,24 +254,98 @@ impl Load {
         .await
     }
 
-    /// Lists everything, from the latest state (`resourceVersion` unset) or from any (`"0"`, the cache).
-    pub async fn list(self: &Arc<Self>, resource_version: Option<&'static str>) -> PhaseResult {
+    /// The length of one topping's JSON as the server answers a GET (0 when it cannot be read).
+    pub async fn object_bytes(&self, name: &str) -> usize {
+        match self
+            .client
+            .get(self.url(&format!("{TOPPINGS}/{name}")))
+            .send()
+            .await
+        {
+            Ok(r) if r.status().is_success() => r.bytes().await.map(|b| b.len()).unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// Single pages of `limit=500`, each request one page: every client walks from the first page on, following
+    /// the continue tokens, and starts again after `pages_per_walk` pages or at the end; so first and later pages
+    /// are both measured, each on its own.
+    pub async fn pages(self: &Arc<Self>, requests: usize, pages_per_walk: usize) -> PhaseResult {
         let load = self.clone();
-        let name = match resource_version {
-            None => "list (rv unset)",
-            Some(_) => "list (rv=0)",
-        };
+        let clients = self.sizes.concurrency.min(4);
+        // One walk position (page number and token) per client.
+        let walks = Arc::new(std::sync::Mutex::new(vec![
+            (0usize, String::new());
+            clients
+        ]));
+        self.parallel("page (limit=500)", clients, requests, 200, move |i| {
+            let (load, walks) = (load.clone(), walks.clone());
+            async move {
+                let walk = i % clients;
+                let (page, token) = walks.lock().unwrap_or_else(|e| e.into_inner())[walk].clone();
+                let start = Instant::now();
+                let request = load
+                    .client
+                    .get(load.url(TOPPINGS))
+                    .query(&[("limit", "500"), ("continue", token.as_str())]);
+                let Ok(response) = request.send().await else {
+                    return (start.elapsed(), 0);
+                };
+                let status = response.status().as_u16();
+                let body = response.bytes().await.unwrap_or_default();
+                let elapsed = start.elapsed();
+                let next = serde_json::from_slice::<Value>(&body)
+                    .ok()
+                    .and_then(|v| v["metadata"]["continue"].as_str().map(str::to_string))
+                    .filter(|t| !t.is_empty() && page + 1 < pages_per_walk);
+                walks.lock().unwrap_or_else(|e| e.into_inner())[walk] = match next {
+                    Some(token) => (page + 1, token),
+                    None => (0, String::new()),
+                };
+                (elapsed, status)
+            }
+        })
+        .await
+    }
+
+    /// GETs of the created objects in turn, from the state `from` asks for (never `Exact`: a GET has no such
+    /// match).
+    pub async fn get(self: &Arc<Self>, from: ReadFrom) -> PhaseResult {
+        let load = self.clone();
+        let query = Arc::new(from.query(&self.collection_version().await));
         self.parallel(
-            name,
+            &from.phase_name("get"),
+            self.sizes.concurrency,
+            self.sizes.gets,
+            200,
+            move |i| {
+                let (load, query) = (load.clone(), query.clone());
+                async move {
+                    let name = format!("t-{}", i % load.sizes.objects.max(1));
+                    load.send(
+                        load.client
+                            .get(load.url(&format!("{TOPPINGS}/{name}{query}"))),
+                    )
+                    .await
+                }
+            },
+        )
+        .await
+    }
+
+    /// Lists everything, from the state `from` asks for: the latest (a consistent read), any (the cache), or the
+    /// collection's version when the phase starts (exactly, or not older).
+    pub async fn list(self: &Arc<Self>, from: ReadFrom) -> PhaseResult {
+        let load = self.clone();
+        let query = Arc::new(from.query(&self.collection_version().await));
+        self.parallel(
+            &from.phase_name("list"),
             self.sizes.concurrency.min(4),
             self.sizes.lists,
             200,
             move |_| {
-                let load = load.clone();
+                let (load, query) = (load.clone(), query.clone());
                 async move {
-                    let query = resource_version
-                        .map(|rv| format!("?resourceVersion={rv}"))
-                        .unwrap_or_default();
                     load.send(load.client.get(load.url(&format!("{TOPPINGS}{query}"))))
                         .await
                 }
@@ -444,6 +574,7 @@ impl Load {
         let start = Instant::now();
         let mut sent = BTreeMap::new();
         let mut errors = Vec::new();
+        self.progress.start(&name, self.sizes.watch_events);
         for i in 0..self.sizes.watch_events {
             let object = format!("{prefix}-{i}");
             let at = Instant::now();
@@ -458,6 +589,7 @@ impl Load {
                 errors.push((Duration::ZERO, status));
             }
             sent.insert(object, at);
+            self.progress.step();
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let expected = sent.len() * watchers;

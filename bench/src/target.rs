@@ -129,6 +129,32 @@ impl Target {
     /// The pizza server binary as a child process; it prints its URL and kubeconfig path when serving.
     pub async fn process(binary: &Path, args: &[String]) -> Result<Target, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        Self::process_in(binary, args, dir, Duration::from_secs(60)).await
+    }
+
+    /// Stops a server this harness started as a process and starts it again on the same data directory, waiting
+    /// up to `ready_within` for it; returns it with the time from its start until it was ready (its caches filled
+    /// from the store).
+    pub async fn restart(
+        mut self,
+        binary: &Path,
+        args: &[String],
+        ready_within: Duration,
+    ) -> Result<(Target, Duration), String> {
+        let dir = self._dir.take().ok_or("no data directory to restart on")?;
+        self.stop().await;
+        let started = std::time::Instant::now();
+        let target = Self::process_in(binary, args, dir, ready_within).await?;
+        Ok((target, started.elapsed()))
+    }
+
+    /// The pizza server binary as a child process on the data directory `dir`, ready within `ready_within`.
+    async fn process_in(
+        binary: &Path,
+        args: &[String],
+        dir: tempfile::TempDir,
+        ready_within: Duration,
+    ) -> Result<Target, String> {
         let mut child = tokio::process::Command::new(binary)
             .arg("--secure-port=0")
             .arg("--data-dir")
@@ -143,9 +169,9 @@ impl Target {
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let kubeconfig = loop {
-            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            let line = tokio::time::timeout(ready_within, lines.next_line())
                 .await
-                .map_err(|_| "the server did not start within 60 s".to_string())?
+                .map_err(|_| format!("the server did not start within {ready_within:?}"))?
                 .map_err(|e| e.to_string())?
                 .ok_or("the server exited before serving")?;
             if let Some(path) = line.split("kubeconfig: ").nth(1) {
@@ -160,7 +186,7 @@ impl Target {
             guard: Guard::Process(child),
             _dir: Some(dir),
         };
-        target.wait_ready().await?;
+        target.wait_ready_within(ready_within).await?;
         Ok(target)
     }
 
@@ -176,16 +202,29 @@ impl Target {
         Ok(target)
     }
 
+    /// Waits for `/readyz`, or for `/healthz` on a server that has no `/readyz` (404: k8s.io/apiserver before
+    /// 1.16, such as the Go pizza-apiserver).
     async fn wait_ready(&self) -> Result<(), String> {
+        self.wait_ready_within(Duration::from_secs(60)).await
+    }
+
+    async fn wait_ready_within(&self, within: Duration) -> Result<(), String> {
         let client = self.endpoint.client(true)?;
-        for _ in 0..600 {
+        let mut path = "/readyz";
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
             if let Ok(r) = client
-                .get(format!("{}/readyz", self.endpoint.url))
+                .get(format!("{}{path}", self.endpoint.url))
                 .send()
                 .await
-                && r.status().is_success()
             {
-                return Ok(());
+                if r.status().is_success() {
+                    return Ok(());
+                }
+                if r.status() == reqwest::StatusCode::NOT_FOUND && path == "/readyz" {
+                    path = "/healthz";
+                    continue;
+                }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

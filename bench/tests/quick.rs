@@ -23,8 +23,11 @@ async fn quick_run_produces_every_phase() {
             [
                 "create",
                 "get",
+                "get (rv=0)",
+                "get (rv=N, not older)",
                 "list (rv unset)",
                 "list (rv=0)",
+                "list (rv=N, exact)",
                 "list (pages of 500)",
                 "update (conflicts)",
                 "watch latency",
@@ -90,4 +93,24 @@ async fn quick_run_produces_every_phase() {
     );
     let json = serde_json::to_value(&report).unwrap();
     assert!(json["machine"]["cores"].as_u64().is_some_and(|c| c > 0));
+
+    // The picture of the run: every phase named, a bar per backend and phase in each of its two panels.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.svg");
+    apiserver_bench::plot::write_svg(&report, &path).expect("the plot is drawn");
+    let svg = std::fs::read_to_string(&path).unwrap();
+    for phase in &report.backends[0].phases {
+        assert!(
+            svg.contains(&phase.name.replace('>', "&gt;")),
+            "{} is not named in the plot",
+            phase.name
+        );
+    }
+    assert!(svg.contains("memory") && svg.contains("sqlite"));
+    let bars = report.backends.len() * report.backends[0].phases.len() * 2;
+    assert!(
+        svg.matches("<rect").count() >= bars,
+        "{} rectangles for {bars} bars",
+        svg.matches("<rect").count()
+    );
 }

@@ -1,0 +1,164 @@
+//! `--scale N,N,...`: whether reads stay flat as a store grows. One RocksDB store is grown to each size in turn
+//! through the server (creates at the run's concurrency); at each size the server is restarted on it (the time
+//! until it is ready again is the watch cache's fill from the store), then measured: its RSS, GETs of names spread
+//! over the whole store, and `limit=500` pages, each page one request. The ratios to the smallest size are the
+//! issue's figures: a GET's p99 should stay within 2× and a page should not depend on the store's size.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::phases::Load;
+use crate::progress::Progress;
+use crate::report::{PhaseResult, memory_mib};
+use crate::target::{Backend, Service, Target};
+use crate::{Sizes, phases};
+
+/// What was measured at one size.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Step {
+    /// Objects in the store.
+    pub objects: usize,
+    /// The creates that grew the store to this size.
+    pub create: PhaseResult,
+    /// From the server's start on the grown store until `/readyz` answered.
+    pub startup_seconds: f64,
+    /// The server's RSS once ready, in MiB.
+    pub ready_rss_mib: Option<f64>,
+    /// The server's RSS after the reads, in MiB.
+    pub rss_after_reads_mib: Option<f64>,
+    pub get: PhaseResult,
+    pub page: PhaseResult,
+    /// The size of one object as the server answers it in JSON (about what it stores).
+    pub object_bytes: usize,
+}
+
+/// Pages each client walks before it starts again from the first.
+const PAGES_PER_WALK: usize = 20;
+
+/// Grows one RocksDB store through each of `steps` (ascending) and measures at each.
+pub async fn run(binary: &Path, steps: &[usize], sizes: &Sizes) -> Result<Vec<Step>, String> {
+    let mut steps = steps.to_vec();
+    steps.sort_unstable();
+    steps.dedup();
+    let service = Service::start(Backend::Rocksdb).await;
+    // The controllers write pizzas' status; this store holds toppings only.
+    let mut args = service.server_args(Backend::Rocksdb);
+    args.push("--controllers=-pizza-cost,-oven".into());
+    let mut target = Target::process(binary, &args).await?;
+    let mut created = 0;
+    let mut results = Vec::new();
+    for objects in steps {
+        let load = load(&target, sizes, &format!("rocksdb, {objects} objects"))?;
+        let create = load
+            .create_range(&format!("create to {objects}"), created..objects)
+            .await;
+        load.progress.finish(&create);
+        if !create.errors.is_empty() {
+            target.stop().await;
+            return Err(format!("creates failed: {:?}", create.errors));
+        }
+        created = objects;
+        let (restarted, startup) = target
+            .restart(binary, &args, startup_allowance(objects))
+            .await?;
+        target = restarted;
+        let ready_rss_mib = target.pid.and_then(|p| memory_mib(p, "VmRSS"));
+        let load = load_after_restart(&target, sizes, objects)?;
+        let object_bytes = load.object_bytes("t-0").await;
+        let get = load.get_spread(objects).await;
+        load.progress.finish(&get);
+        let page = load
+            .pages(sizes.lists * PAGES_PER_WALK, PAGES_PER_WALK)
+            .await;
+        load.progress.finish(&page);
+        results.push(Step {
+            objects,
+            create,
+            startup_seconds: startup.as_secs_f64(),
+            ready_rss_mib,
+            rss_after_reads_mib: target.pid.and_then(|p| memory_mib(p, "VmRSS")),
+            get,
+            page,
+            object_bytes,
+        });
+    }
+    target.stop().await;
+    Ok(results)
+}
+
+fn load(target: &Target, sizes: &Sizes, row: &str) -> Result<Arc<Load>, String> {
+    Ok(Arc::new(phases::Load::new(
+        target.endpoint.client(false)?,
+        Vec::new(),
+        target.endpoint.url.clone(),
+        sizes.clone(),
+        Progress::new(row),
+    )))
+}
+
+fn load_after_restart(target: &Target, sizes: &Sizes, objects: usize) -> Result<Arc<Load>, String> {
+    load(
+        target,
+        sizes,
+        &format!("rocksdb, {objects} objects, restarted"),
+    )
+}
+
+/// The table: one row per size, with the ratios to the first.
+pub fn table(steps: &[Step]) -> String {
+    let mut out = String::from(
+        "| objects | creates/s | startup s | RSS ready MiB | RSS per object ÷ its JSON | RSS after reads MiB | GET p50 ms | GET p99 ms | GET p99 ÷ first | page p50 ms | page p99 ms | page p99 ÷ first | errors |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let Some(first) = steps.first() else {
+        return out;
+    };
+    let ratio = |a: f64, b: f64| {
+        if b > 0.0 {
+            format!("{:.2}", a / b)
+        } else {
+            "-".into()
+        }
+    };
+    let mib = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
+    let mut previous: Option<&Step> = None;
+    for s in steps {
+        // What the ready server's RSS grew by per object added since the previous size, against one object's JSON.
+        let per_object = match (previous, s.ready_rss_mib) {
+            (Some(p), Some(rss)) if s.objects > p.objects && s.object_bytes > 0 => p
+                .ready_rss_mib
+                .map(|before| {
+                    let bytes = (rss - before) * 1_048_576.0 / (s.objects - p.objects) as f64;
+                    format!("{:.2}", bytes / s.object_bytes as f64)
+                })
+                .unwrap_or_else(|| "-".into()),
+            _ => "-".into(),
+        };
+        previous = Some(s);
+        let errors: usize = [&s.create, &s.get, &s.page]
+            .iter()
+            .map(|p| p.errors.values().sum::<usize>())
+            .sum();
+        out.push_str(&format!(
+            "| {} | {:.0} | {:.1} | {} | {per_object} | {} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {} | {errors} |\n",
+            s.objects,
+            s.create.per_second,
+            s.startup_seconds,
+            mib(s.ready_rss_mib),
+            mib(s.rss_after_reads_mib),
+            s.get.p50_ms,
+            s.get.p99_ms,
+            ratio(s.get.p99_ms, first.get.p99_ms),
+            s.page.p50_ms,
+            s.page.p99_ms,
+            ratio(s.page.p99_ms, first.page.p99_ms),
+        ));
+    }
+    out
+}
+
+/// How long a store of `objects` may take to fill before the harness gives up on the server's start.
+pub fn startup_allowance(objects: usize) -> Duration {
+    Duration::from_secs(60 + objects as u64 / 5_000)
+}
