@@ -64,7 +64,12 @@ pub(super) async fn patch<T: Resource>(
             // As upstream's `validateAndTranscodePatch`: a CBOR apply configuration is checked and
             // turned into JSON up front, then applied as a YAML (JSON) one.
             patch = codec::cbor_to_json(&patch)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+                .map_err(|e| match e {
+                    codec::CodecError::Cbor(detail) => {
+                        ApiError::bad_request(format!("error decoding patch: cbor: {detail}"))
+                    }
+                    other => ApiError::bad_request(format!("error decoding patch: {other}")),
+                })?
                 .into();
         }
         let attributes = attributes(endpoint.store.codec(), &context, Operation::Update, dry_run);

@@ -221,10 +221,13 @@ fn content_type(headers: &HeaderMap) -> String {
     header_str(headers, CONTENT_TYPE).to_ascii_lowercase()
 }
 
-/// A JSON or YAML body as JSON; `None` for protobuf and anything that does not parse.
+/// A JSON, YAML or CBOR body as JSON; `None` for protobuf and anything that does not parse.
 fn to_json(body: &[u8], content_type: &str) -> Option<Value> {
     if body.is_empty() || content_type.contains("protobuf") {
         return None;
+    }
+    if content_type.contains("cbor") {
+        return serde_json::from_slice(&crate::codec::cbor_to_json(body).ok()?).ok();
     }
     if content_type.contains("yaml") {
         let (json, _) = crate::codec::yaml_to_json(body).ok()?;
@@ -233,7 +236,7 @@ fn to_json(body: &[u8], content_type: &str) -> Option<Value> {
     serde_json::from_slice(body).ok()
 }
 
-/// The body as a `Status`, if it is one (JSON, YAML or protobuf).
+/// The body as a `Status`, if it is one (JSON, YAML, CBOR or protobuf).
 fn as_status(body: &[u8], content_type: &str) -> Option<Status> {
     if content_type.contains("protobuf") {
         let unknown = crate::codec::decode_unknown(body).ok()?;
@@ -273,9 +276,9 @@ struct HeadMeta {
 }
 
 impl ObjectHead {
-    /// From a JSON (or YAML) body; `None` for protobuf and what does not parse.
+    /// From a JSON (or YAML, or CBOR) body; `None` for protobuf and what does not parse.
     fn parse(body: &[u8], content_type: &str) -> Option<ObjectHead> {
-        if content_type.contains("yaml") {
+        if content_type.contains("yaml") || content_type.contains("cbor") {
             return to_json(body, content_type).map(|v| Self::of_value(&v));
         }
         if body.is_empty() || content_type.contains("protobuf") {
