@@ -257,6 +257,28 @@ async fn cbor_bodies_objects_lists_tables_and_errors() {
     assert_eq!(partial["items"][1]["metadata"]["name"], "salami");
     assert!(partial["items"][1].get("spec").is_none());
 
+    // The scale subresource reads a CBOR `Scale` (it answers JSON only).
+    let ovens = format!("{GROUP}/v1beta1/namespaces/default/ovens");
+    let oven = json!({
+        "apiVersion": "restaurant.programming-kubernetes.info/v1beta1",
+        "kind": "Oven",
+        "metadata": {"name": "main"},
+        "spec": {"replicas": 1}
+    });
+    let (code, _, body) = server.raw("POST", &ovens, &[CBOR], cbor(&oven)).await;
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    let scale = json!({
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {"name": "main", "namespace": "default"},
+        "spec": {"replicas": 3}
+    });
+    let (code, _, body) = server
+        .raw("PUT", &format!("{ovens}/main/scale"), &[CBOR], cbor(&scale))
+        .await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(support::parse(&body)["spec"]["replicas"], 3);
+
     // Errors are `Status` objects in CBOR.
     let (code, headers, body) = server
         .raw("GET", &format!("{list}/nope"), &[ACCEPT_CBOR], vec![])

@@ -482,4 +482,25 @@ mod tests {
         assert_eq!(events[1]["user"]["username"], "system:anonymous");
         assert_eq!(events[1]["verb"], "list");
     }
+
+    #[test]
+    fn cbor_bodies_are_read_as_json() {
+        let object = serde_json::json!({"metadata": {"name": "salami", "namespace": "", "uid": "u1",
+            "resourceVersion": "7"}, "spec": {"cost": 0.5}});
+        let cbor = crate::codec::encode_cbor("v1alpha1", "Topping", &object).unwrap();
+        for content_type in ["application/cbor", "application/apply-patch+cbor"] {
+            let json = to_json(&cbor, content_type).unwrap();
+            assert_eq!(json["kind"], "Topping");
+            assert_eq!(json["spec"]["cost"], 0.5);
+            let head = ObjectHead::parse(&cbor, content_type).unwrap();
+            assert_eq!(head.metadata.name, "salami");
+            assert_eq!(head.metadata.resource_version, "7");
+        }
+        // Not CBOR: nothing, not a panic.
+        assert!(to_json(b"{}", "application/cbor").is_none());
+        let status = Status::from(&crate::registry::ApiError::new(404, "NotFound", "gone"));
+        let cbor = crate::codec::encode_cbor_document(&status).unwrap();
+        let read = as_status(&cbor, "application/cbor").unwrap();
+        assert_eq!((read.code, read.message.as_str()), (404, "gone"));
+    }
 }
