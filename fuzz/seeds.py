@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "fuzz", "corpus")
@@ -110,6 +111,52 @@ for body in bodies_json[:6]:
     write("decode", bytes([0]) + body.encode())
 for body in bodies_yaml[:6]:
     write("decode", bytes([1]) + body.encode())
+
+# cbor: selector = validation + 3*alpha + 6*kind, then a CBOR body (written by the small encoder below: definite
+# lengths, text strings, float64; some with tag 55799, some with byte strings as upstream's Go encoder writes them)
+def cbor(value, tag=True, byte_strings=False):
+    def head(major, n):
+        if n < 24:
+            return bytes([major << 5 | n])
+        for ai, size in [(24, 1), (25, 2), (26, 4), (27, 8)]:
+            if n < 1 << (8 * size):
+                return bytes([major << 5 | ai]) + n.to_bytes(size, "big")
+
+    def enc(v):
+        if v is None:
+            return b"\xf6"
+        if v is True:
+            return b"\xf5"
+        if v is False:
+            return b"\xf4"
+        if isinstance(v, int):
+            return head(0, v) if v >= 0 else head(1, -1 - v)
+        if isinstance(v, float):
+            return b"\xfb" + struct.pack(">d", v)
+        if isinstance(v, str):
+            b = v.encode()
+            return head(2 if byte_strings else 3, len(b)) + b
+        if isinstance(v, list):
+            return head(4, len(v)) + b"".join(enc(x) for x in v)
+        return head(5, len(v)) + b"".join(enc(k) + enc(x) for k, x in v.items())
+
+    return (b"\xd9\xd9\xf7" if tag else b"") + enc(value)
+
+
+for kind, alpha, body in [(0, 0, pizza_b1), (0, 1, pizza_a1), (1, 0, topping), (2, 0, oven)]:
+    for validation in range(3):
+        write("cbor", bytes([validation + 3 * alpha + 6 * kind]) + cbor(json.loads(body)))
+    write("cbor", bytes([1 + 3 * alpha + 6 * kind]) + cbor(json.loads(body), tag=False, byte_strings=True))
+unknown = json.loads(pizza_b1)
+unknown["spec"]["crust"] = "thin"
+write("cbor", bytes([0]) + cbor(unknown))
+# duplicate keys, indefinite lengths, tags 22 and 1, a half float, NaN, nesting, truncation
+write("cbor", b"\0\xd9\xd9\xf7\xa2\x64kind\x65Pizza\x64kind\x65Pizza")
+write("cbor", b"\6\xbf\x64kind\x67Topping\x64spec\xbf\x64cost\xf9\x38\x00\xff\x68metadata\xa1\x64name\x7f\x61a\x61b\xff\xff")
+write("cbor", b"\0\xa2\x61a\xd6\x42\x01\x02\x61b\xc1\x1a\x65\x00\x00\x00")
+write("cbor", b"\0\xa1\x61x\xf9\x7e\x00")
+write("cbor", b"\0" + b"\x81" * 200 + b"\x01")
+write("cbor", bytes([12]) + cbor(json.loads(oven))[:-3])
 
 # codec: any bytes
 for body in [pizza_b1, pizza_a1, oven, pizza_pb_a1, pizza_pb_b1, topping_pb] + artifacts + bodies_yaml[:4]:

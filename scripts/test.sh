@@ -13,11 +13,12 @@ ensure_packages "${BUILD_PACKAGES[@]}" etcd-server postgresql-15 python3-venv xz
 # ../shared/envtest next to the build.
 ensure_envtest_assets "${CARGO_TARGET_DIR:-target}"
 
-# The official Kubernetes Python client, for tests/python_client.rs, in a virtualenv next to the build.
+# The official Kubernetes Python client, for tests/python_client.rs, and cbor2 (a CBOR codec that is not ours) for
+# tests/cbor.rs, in a virtualenv next to the build.
 PYTHON_CLIENT_VENV="$(realpath -m "${CARGO_TARGET_DIR:-target}")/python-client"
-if ! "$PYTHON_CLIENT_VENV/bin/python" -c 'import kubernetes' 2>/dev/null; then
+if ! "$PYTHON_CLIENT_VENV/bin/python" -c 'import kubernetes, cbor2' 2>/dev/null; then
   python3 -m venv "$PYTHON_CLIENT_VENV"
-  "$PYTHON_CLIENT_VENV/bin/pip" install -q 'kubernetes==37.0.2'
+  "$PYTHON_CLIENT_VENV/bin/pip" install -q 'kubernetes==37.0.2' 'cbor2==6.2.1'
 fi
 export PIZZA_TEST_PYTHON="$PYTHON_CLIENT_VENV/bin/python"
 

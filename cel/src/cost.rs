@@ -27,6 +27,10 @@ pub const PER_CALL_LIMIT: u64 = 1_000_000;
 /// The total runtime cost upstream allows all the validation rules of one CRD request (`RuntimeCELCostBudget`).
 pub const RUNTIME_COST_BUDGET: u64 = 10_000_000;
 
+/// What upstream charges for one authorization `check` (a fixed cost, "allows for only two authorization checks per
+/// expression" under [`PER_CALL_LIMIT`]).
+pub const CHECK_COST: u64 = 350_000;
+
 /// The text of upstream's runtime cost error.
 pub const COST_LIMIT_EXCEEDED: &str = "operation cancelled: actual cost limit exceeded";
 

@@ -117,6 +117,13 @@ fn max_size(schema: &Json) -> u64 {
     }
 }
 
+/// The most times data of `schema` can occur in one request (upstream's `maxCardinality`: the largest request over
+/// the data's smallest JSON and a comma). A rule under lists or maps without `maxItems`/`maxProperties` may run that
+/// often, and its estimated cost is multiplied by it.
+pub fn max_cardinality(schema: &Json) -> u64 {
+    MAX_REQUEST_SIZE / (min_serialized_size(schema) + 1)
+}
+
 /// The fewest bytes data of `schema` takes in JSON (upstream's `MinStringSize`, `MinBoolSize`, ...).
 fn min_serialized_size(schema: &Json) -> u64 {
     match schema.get("type").and_then(Json::as_str) {
@@ -272,6 +279,10 @@ fn walk<'a>(expr: &IdedExpr, scope: &mut Scope<'a>) -> (u64, Shape<'a>) {
                 size_driver = sizes.get(1).copied().unwrap_or(1);
             }
             cost = cost.saturating_add(traversal_cost(&c.func_name, size_driver));
+            if c.func_name == "check" && c.target.is_some() {
+                // an authorization check's fixed cost, the call's 1 included
+                cost = cost.saturating_add(crate::cost::CHECK_COST - 1);
+            }
             if matches!(c.func_name.as_str(), "matches" | "find" | "findAll") {
                 // a regex match is linear in the string, with a factor for the pattern's size
                 let pattern = sizes.get(1).copied().unwrap_or(1);

@@ -4,7 +4,8 @@
 //!
 //! It is the [`cel`] crate (a maintained CEL interpreter) with what Kubernetes adds: its libraries (lists, sets,
 //! regex, URLs, quantities, IPs and CIDRs, semver, named formats, the extended strings), binding of JSON objects
-//! with or without their OpenAPI schema, conversion of results back to JSON, and cost limits.
+//! with or without their OpenAPI schema, conversion of results back to JSON, and cost limits; and the authorization
+//! library of admission expressions ([`authz`]).
 //!
 //! ```
 //! use apiserver_cel::{Activation, Program};
@@ -28,5 +29,6 @@ pub use convert::{
     json_to_value, json_to_value_with_schema, value_to_json, value_to_json_with_schema,
 };
 pub use cost::{COST_LIMIT_EXCEEDED, PER_CALL_LIMIT, RUNTIME_COST_BUDGET};
-pub use estimate::{CostEstimate, VariableSchema};
+pub use estimate::{CostEstimate, VariableSchema, max_cardinality};
+pub use library::authz;
 pub use program::{Activation, CompileError, EvalError, Evaluation, Program};

@@ -293,10 +293,21 @@ impl Program {
         variables: &[VariableSchema<'_>],
         budget: u64,
     ) -> Result<(), CompileError> {
-        let estimate = self.estimate_cost(variables);
-        if estimate.max > budget {
+        self.check_estimated_cost_times(variables, 1, budget)
+    }
+
+    /// As [`Program::check_estimated_cost`] for an expression that may run `times` times (a rule under lists or
+    /// maps: upstream multiplies its estimate by their sizes, or by [`crate::max_cardinality`] when unbounded).
+    pub fn check_estimated_cost_times(
+        &self,
+        variables: &[VariableSchema<'_>],
+        times: u64,
+        budget: u64,
+    ) -> Result<(), CompileError> {
+        let cost = self.estimate_cost(variables).max.saturating_mul(times);
+        if cost > budget {
             return Err(CompileError::CostExceedsBudget {
-                factor: estimate::budget_factor(estimate.max, budget),
+                factor: estimate::budget_factor(cost, budget),
             });
         }
         Ok(())
@@ -387,6 +398,19 @@ impl Activation {
         schema: &Json,
     ) -> Result<Activation, EvalError> {
         Ok(self.bind(name, convert::json_to_value_with_schema(json, schema)?))
+    }
+
+    /// Binds `name` to a map from string keys to CEL values (a policy's `variables`).
+    pub fn bind_map(
+        self,
+        name: &str,
+        entries: impl IntoIterator<Item = (String, Value)>,
+    ) -> Activation {
+        let map = entries
+            .into_iter()
+            .map(|(k, v)| (cel::objects::Key::String(Arc::new(k)), v))
+            .collect::<std::collections::HashMap<_, _>>();
+        self.bind(name, Value::Map(cel::objects::Map { map: Arc::new(map) }))
     }
 
     /// Binds `name` to a CEL value, in place.

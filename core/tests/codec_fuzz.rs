@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 
 use apiserver::codec::{
     FieldValidation, JsonWatchReader, MediaType, ProtobufFrameReader, ResourceRestrictions,
-    decode_json, decode_protobuf, decode_protobuf_as, decode_protobuf_watch_event, decode_yaml,
-    encode_json, encode_protobuf, encode_protobuf_watch_frame, encode_yaml, negotiate_input,
-    negotiate_output, peek_json_type_meta, peek_yaml_type_meta,
+    cbor_to_json, decode_cbor, decode_json, decode_protobuf, decode_protobuf_as,
+    decode_protobuf_watch_event, decode_yaml, encode_cbor, encode_cbor_watch_event, encode_json,
+    encode_protobuf, encode_protobuf_watch_frame, encode_yaml, negotiate_input, negotiate_output,
+    peek_cbor_type_meta, peek_json_type_meta, peek_yaml_type_meta,
 };
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -49,7 +50,14 @@ fn all_decoders(data: &[u8]) {
         let _ = decode_json::<Obj>(data, v);
         let _ = decode_json::<serde_json::Value>(data, v);
         let _ = decode_yaml::<Obj>(data, v);
+        let _ = decode_cbor::<Obj>(data, v);
+        let _ = decode_cbor::<serde_json::Value>(data, v);
     }
+    // What the CBOR transcoder accepts is JSON.
+    if let Ok(json) = cbor_to_json(data) {
+        serde_json::from_slice::<serde_json::Value>(&json).expect("transcoded CBOR is JSON");
+    }
+    let _ = peek_cbor_type_meta(data);
     let _ = peek_json_type_meta(data);
     let _ = peek_yaml_type_meta(data);
     let _ = decode_protobuf(data);
@@ -99,6 +107,21 @@ fn deeply_nested_json_and_yaml_are_errors() {
         // Moderate nesting still works.
         let ok = format!("{{\"free\":{}1{}}}", "[".repeat(100), "]".repeat(100));
         assert!(decode_json::<Obj>(ok.as_bytes(), FieldValidation::Strict).is_ok());
+        // CBOR: definite and indefinite arrays, maps and tags, 100,000 deep.
+        for open in [&[0x81u8][..], &[0x9f], &[0xa1, 0x61, b'a'], &[0xd8, 0x30]] {
+            let mut deep = open.repeat(100_000);
+            deep.push(0x01);
+            for v in [FieldValidation::Strict, FieldValidation::Ignore] {
+                assert!(decode_cbor::<Obj>(&deep, v).is_err());
+            }
+            assert!(cbor_to_json(&deep).is_err());
+        }
+        // 100 levels inside a free-form field: as for JSON, fine.
+        let mut ok = vec![0xa1, 0x64];
+        ok.extend_from_slice(b"free");
+        ok.extend(std::iter::repeat_n(0x81u8, 100));
+        ok.push(0x01);
+        assert!(decode_cbor::<Obj>(&ok, FieldValidation::Strict).is_ok());
     });
 }
 
@@ -153,7 +176,9 @@ fn truncations_of_valid_encodings_never_panic() {
     )
     .unwrap();
     let frame = encode_protobuf_watch_frame("ADDED", &pb).unwrap();
-    for data in [&json, &yaml, &pb, &frame] {
+    let cbor = encode_cbor("g/v1", "Obj", &obj).unwrap();
+    let cbor_event = encode_cbor_watch_event("ADDED", &cbor);
+    for data in [&json, &yaml, &pb, &frame, &cbor, &cbor_event] {
         for cut in 0..data.len() {
             all_decoders(&data[..cut]);
         }
@@ -166,6 +191,12 @@ fn truncations_of_valid_encodings_never_panic() {
     );
     assert_eq!(
         decode_yaml::<Obj>(&yaml, FieldValidation::Strict)
+            .unwrap()
+            .object,
+        obj
+    );
+    assert_eq!(
+        decode_cbor::<Obj>(&cbor, FieldValidation::Strict)
             .unwrap()
             .object,
         obj
@@ -245,6 +276,9 @@ proptest! {
         let mut prefixed = b"k8s\0".to_vec();
         prefixed.extend_from_slice(&data);
         all_decoders(&prefixed);
+        let mut tagged = vec![0xd9, 0xd9, 0xf7];
+        tagged.extend_from_slice(&data);
+        all_decoders(&tagged);
     }
 
     #[test]
@@ -282,5 +316,9 @@ proptest! {
         let yaml = encode_yaml("g/v1", "Obj", &obj).unwrap();
         let back = decode_yaml::<Obj>(&yaml, FieldValidation::Strict).unwrap();
         prop_assert_eq!(&back.object, &obj);
+        let cbor = encode_cbor("g/v1", "Obj", &obj).unwrap();
+        let back = decode_cbor::<Obj>(&cbor, FieldValidation::Strict).unwrap();
+        prop_assert_eq!(&back.object, &obj);
+        prop_assert_eq!(back.type_meta.kind, "Obj");
     }
 }

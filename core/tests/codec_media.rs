@@ -5,8 +5,10 @@ use apiserver::codec::{
     negotiate_input, negotiate_output, negotiate_output_stream, parse_accept,
 };
 
-const NOT_ACCEPTABLE: &str = "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf";
-const UNSUPPORTED: &str = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf";
+// CBOR comes last, as upstream lists it with `CBORServingAndStorage` on.
+const NOT_ACCEPTABLE: &str = "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor";
+const UNSUPPORTED: &str = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor";
+const STREAMS: &str = "application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch, application/cbor-seq";
 
 fn out(accept: &str) -> Result<apiserver::codec::Negotiated, CodecError> {
     negotiate_output(
@@ -196,7 +198,7 @@ fn watch_streams() {
     .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+        format!("only the following media types are accepted: {STREAMS}")
     );
     // An unknown stream schema skips the clause.
     assert!(
@@ -255,8 +257,76 @@ fn content_type_negotiation() {
     let err = negotiate_input(Some("text/plain"), &offered, true).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the body of the request was in an unknown format - accepted media types include: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+        format!(
+            "the body of the request was in an unknown format - accepted media types include: {STREAMS}"
+        )
     );
     // A type the endpoint does not offer is unsupported there.
     assert!(negotiate_input(Some("application/yaml"), &[MediaType::Json], false).is_err());
+}
+
+#[test]
+fn cbor_is_negotiated_like_json() {
+    // Objects, with q values, parameters and the transforms.
+    assert_eq!(out("application/cbor").unwrap().media_type, MediaType::Cbor);
+    assert_eq!(
+        out("application/json;q=0.5, application/cbor")
+            .unwrap()
+            .media_type,
+        MediaType::Cbor
+    );
+    assert_eq!(
+        out("APPLICATION/CBOR;q=1").unwrap().media_type,
+        MediaType::Cbor
+    );
+    // `*/*` keeps JSON first: CBOR is only served to a client that names it.
+    assert_eq!(out("*/*").unwrap().media_type, MediaType::Json);
+    let n = out("application/cbor;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1").unwrap();
+    assert_eq!(n.media_type, MediaType::Cbor);
+    assert_eq!(n.convert.unwrap().kind, "PartialObjectMetadataList");
+    // A Table in CBOR is served (upstream: JSON and YAML only); without a convertor it falls back.
+    let n = out("application/cbor;as=Table;g=meta.k8s.io;v=v1, application/json").unwrap();
+    assert_eq!(n.media_type, MediaType::Cbor);
+    assert_eq!(n.convert.unwrap().kind, "Table");
+    let n = negotiate_output(
+        Some("application/cbor;as=Table;g=meta.k8s.io;v=v1, application/json"),
+        &MediaType::ALL,
+        &ResourceRestrictions { table: false },
+    )
+    .unwrap();
+    assert_eq!(n.media_type, MediaType::Json);
+    // `cbor-seq` is a stream type only: for a plain object it is not acceptable.
+    assert_eq!(out("application/cbor-seq").unwrap_err().code(), 406);
+    // Bodies.
+    assert_eq!(
+        negotiate_input(Some("application/cbor"), &MediaType::ALL, false).unwrap(),
+        MediaType::Cbor
+    );
+    assert_eq!(
+        negotiate_input(Some("application/cbor-seq"), &MediaType::ALL, false)
+            .unwrap_err()
+            .code(),
+        415
+    );
+}
+
+#[test]
+fn cbor_watches_answer_as_a_cbor_sequence() {
+    // What client-go sends (`application/cbor`), the `stream=watch` form, and `cbor-seq` itself.
+    for accept in [
+        "application/cbor",
+        "application/cbor;stream=watch",
+        "application/cbor-seq",
+        "application/json;q=0.9, application/cbor-seq",
+    ] {
+        let n =
+            negotiate_output_stream(Some(accept), &MediaType::ALL, &DefaultRestrictions).unwrap();
+        assert_eq!(n.media_type, MediaType::Cbor, "{accept}");
+        assert_eq!(
+            n.media_type.watch_response_content_type(),
+            "application/cbor-seq"
+        );
+    }
+    assert!(!MediaType::Cbor.is_text());
+    assert!(MediaType::Cbor.has_stream());
 }

@@ -1,4 +1,4 @@
-//! JSON of the meta types, byte for byte as a Go apiserver writes it.
+//! JSON of the meta types, byte for byte as a Go apiserver writes it (and their CBOR, the same documents).
 
 use std::collections::BTreeMap;
 
@@ -13,13 +13,24 @@ fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap()
 }
 
-/// Serializes, compares with `golden`, and reads `golden` back to the same value.
+/// Serializes, compares with `golden`, and reads `golden` back to the same value. The CBOR encoding carries the
+/// same document: transcoded to JSON it is `golden`'s value, and reads back to the same value too.
 fn golden<T>(v: &T, golden: &str)
 where
     T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
 {
     assert_eq!(json(v), golden);
     let back: T = serde_json::from_str(golden).unwrap();
+    assert_eq!(&back, v);
+    let cbor = apiserver::codec::encode_cbor_document(v).unwrap();
+    assert!(apiserver::codec::is_cbor(&cbor));
+    let transcoded = apiserver::codec::cbor_to_json(&cbor).unwrap();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&transcoded).unwrap(),
+        serde_json::from_str::<serde_json::Value>(golden).unwrap(),
+        "CBOR of {golden}"
+    );
+    let back: T = serde_json::from_slice(&transcoded).unwrap();
     assert_eq!(&back, v);
 }
 
@@ -469,5 +480,25 @@ fn yaml_output_works_for_raw_fields() {
     assert_eq!(
         value["managedFields"][0]["fieldsV1"]["f:spec"]["f:a"],
         serde_json::json!({})
+    );
+}
+
+#[test]
+fn cbor_watch_events_embed_the_self_described_object() {
+    let object =
+        apiserver::codec::encode_cbor("v1", "Pod", &serde_json::json!({"a": [1.5, null]})).unwrap();
+    let event = apiserver::codec::encode_cbor_watch_event(event_type::MODIFIED, &object);
+    // d9d9f7 {"type": "MODIFIED", "object": d9d9f7 {...}}: the object is its own encoding, tag included.
+    let mut head = vec![0xd9, 0xd9, 0xf7, 0xa2, 0x64];
+    head.extend_from_slice(b"type");
+    head.push(0x68);
+    head.extend_from_slice(b"MODIFIED");
+    head.push(0x66);
+    head.extend_from_slice(b"object");
+    assert_eq!(event, [head, object].concat());
+    let json = apiserver::codec::cbor_to_json(&event).unwrap();
+    assert_eq!(
+        String::from_utf8(json).unwrap(),
+        r#"{"type":"MODIFIED","object":{"kind":"Pod","apiVersion":"v1","a":[1.5,null]}}"#
     );
 }

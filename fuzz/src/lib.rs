@@ -1,6 +1,6 @@
-//! Fuzz targets for every decoder and parser of the framework that takes client input (request bodies, watch
-//! streams, selectors, continue tokens, query parameters, patches, request paths, media types, CEL expressions)
-//! or reads configuration files.
+//! Fuzz targets for every decoder and parser of the framework that takes client input (request bodies in JSON,
+//! YAML, protobuf and CBOR, watch streams, selectors, continue tokens, query parameters, patches, request paths,
+//! media types, CEL expressions) or reads configuration files.
 //!
 //! Each target is a plain function `fn(&[u8])`: it must return for every input, never panic, and stay within
 //! bounded time and memory. Where a round trip must hold (decode, encode, decode again) it asserts it, so a
@@ -33,6 +33,7 @@ pub type Target = (&'static str, fn(&[u8]));
 /// Every target, by name.
 pub const TARGETS: &[Target] = &[
     ("decode", targets::decode),
+    ("cbor", targets::cbor),
     ("codec", targets::codec),
     ("watch", targets::watch),
     ("selectors", targets::selectors),

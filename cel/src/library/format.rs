@@ -66,7 +66,7 @@ fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} characters")
 }
 
-fn dns1123_label(s: &str) -> Vec<String> {
+pub(crate) fn dns1123_label(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 63 {
         errs.push(max_len_error(63));
@@ -82,7 +82,7 @@ fn dns1123_label(s: &str) -> Vec<String> {
     errs
 }
 
-fn dns1123_subdomain(s: &str) -> Vec<String> {
+pub(crate) fn dns1123_subdomain(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 253 {
         errs.push(max_len_error(253));

@@ -4,6 +4,7 @@
 //! Functions are written against the owned [`Value`] enum: [`values_fn!`] turns a `fn(&[Value]) -> Result<Value>`
 //! into the `cel` crate's overload signature, so each library reads as plain Rust.
 
+pub mod authz;
 pub(crate) mod cidr;
 mod duration;
 pub(crate) mod format;
@@ -64,6 +65,7 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     cidr::register(env)?;
     semver::register(env)?;
     format::register(env)?;
+    authz::register(env)?;
     env.add_overload(
         "jsonpatch.escapeKey",
         "string_jsonpatch_escape_key",

@@ -4,6 +4,7 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Instant;
 
+use apiserver_cel::authz;
 use async_trait::async_trait;
 use tracing::Instrument;
 
@@ -126,6 +127,26 @@ impl Attributes {
             audit.annotate(key, value);
         }
         Ok(())
+    }
+
+    /// Who makes the request and on what, as the CEL `authorizer` and `authorizer.requestResource` ask.
+    pub(crate) fn authorization_target(&self) -> (authz::Subject, authz::Resource) {
+        let user = &self.user;
+        let subject = authz::Subject {
+            name: user.name.clone(),
+            uid: user.uid.clone(),
+            groups: user.groups.clone(),
+            extra: user.extra.clone(),
+        };
+        let resource = authz::Resource {
+            group: self.resource.group.clone(),
+            resource: self.resource.resource.clone(),
+            subresource: self.subresource.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            ..authz::Resource::default()
+        };
+        (subject, resource)
     }
 
     /// A refusal of this request (upstream `admission.NewForbidden`): 403 with

@@ -6,6 +6,7 @@
 //! store as an [`AdmissionCheck`](crate::registry::AdmissionCheck), so that validation runs after the strategy and
 //! inside the optimistic update loop, and admission never depends on the store.
 
+mod authorization;
 mod chain;
 mod config;
 mod expressions;
@@ -19,6 +20,7 @@ mod typed;
 mod webhook;
 mod wire;
 
+pub use authorization::AdmissionAuthorizer;
 pub use chain::{AnyObject, Attributes, Chain, Operation, Plugin, ValidatingCheck};
 pub use mutating_policy::{
     MUTATING_ADMISSION_POLICY, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,

@@ -11,7 +11,8 @@
 //! the version's defaults. A failure follows the policy's `failurePolicy`, with upstream's text (`policy 'p' with
 //! binding 'b' denied request: ...`); an apply configuration may not set atomic lists, maps or structs. A change
 //! makes the mutating chain run once more ([`Reinvocation`](super::Reinvocation)), in which policies with
-//! `reinvocationPolicy: IfNeeded` that ran before a later change run again. Not yet: the `authorizer` variable.
+//! `reinvocationPolicy: IfNeeded` that ran before a later change run again. Expressions see `authorizer` and
+//! `authorizer.requestResource` as validating policies' do.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use kube::runtime::reflector::Store;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::authorization::RequestAuthorization;
 use super::policy::{PolicyCluster, activation, error_type, mentions, namespace_object};
 use super::webhook::review::{Invocation, request};
 use super::{AnyObject, Attributes, Initializer, Plugin, PluginError, WireCodec, matching};
@@ -157,22 +159,26 @@ impl MutatingPolicies {
 
     /// Runs one policy's conditions, variables and mutations over `object` (in its matched version) for one
     /// parameter; `Ok(false)` when a condition did not hold.
-    fn mutate(
+    async fn mutate(
         &self,
         names: (&str, &str),
         spec: &MutatingAdmissionPolicySpec,
         base: &[(&str, &Value)],
         object: &mut Value,
         schema: TypeRef<'_>,
+        authorization: Option<&RequestAuthorization>,
     ) -> Result<bool, String> {
         let mut budget = COST_BUDGET;
-        let mut variables = serde_json::Map::new();
+        let mut variables = std::collections::BTreeMap::new();
         for condition in spec.match_conditions.iter().flatten() {
-            let activation = bind(base, object, &variables);
-            match self
-                .shared
-                .evaluate(&condition.expression, &activation, &mut budget)?
-            {
+            let activation = bind(base, object, &variables, authorization);
+            let evaluated = self.shared.evaluate(
+                &condition.expression,
+                &activation,
+                &mut budget,
+                authorization,
+            );
+            match evaluated.await? {
                 Cel::Bool(true) => {}
                 Cel::Bool(false) => return Ok(false),
                 _ => {
@@ -185,21 +191,32 @@ impl MutatingPolicies {
         }
         for variable in spec.variables.iter().flatten() {
             // A variable that fails is left out: an expression using it fails in turn.
-            let activation = bind(base, object, &variables);
-            if let Ok(value) = self
-                .shared
-                .evaluate(&variable.expression, &activation, &mut budget)
-                && let Ok(json) = apiserver_cel::value_to_json(&value)
-            {
-                variables.insert(variable.name.clone(), json);
+            let activation = bind(base, object, &variables, authorization);
+            let evaluated = self.shared.evaluate(
+                &variable.expression,
+                &activation,
+                &mut budget,
+                authorization,
+            );
+            if let Ok(value) = evaluated.await {
+                variables.insert(variable.name.clone(), value);
             }
         }
         // A failing mutation is reported; the others still apply, as upstream's. Each is measured.
         let mut first_error = None;
         for mutation in spec.mutations.iter().flatten() {
             let started = std::time::Instant::now();
-            let activation = bind(base, object, &variables);
-            let applied = self.apply_mutation(mutation, &activation, object, schema, &mut budget);
+            let activation = bind(base, object, &variables, authorization);
+            let applied = self
+                .apply_mutation(
+                    mutation,
+                    &activation,
+                    object,
+                    schema,
+                    &mut budget,
+                    authorization,
+                )
+                .await;
             let kind = match &applied {
                 Ok(()) => "no_error",
                 Err(e) => error_type(e),
@@ -218,13 +235,14 @@ impl MutatingPolicies {
     }
 
     /// Evaluates one mutation (over `activation`, which binds `object` as it is now) and applies its patch.
-    fn apply_mutation(
+    async fn apply_mutation(
         &self,
         mutation: &Mutation,
         activation: &apiserver_cel::Activation,
         object: &mut Value,
         schema: TypeRef<'_>,
         budget: &mut u64,
+        authorization: Option<&RequestAuthorization>,
     ) -> Result<(), String> {
         let (expression, json_patch) = match mutation.patch_type.as_str() {
             "JSONPatch" => (mutation.json_patch.as_ref(), true),
@@ -235,7 +253,8 @@ impl MutatingPolicies {
             .map(|e| e.expression.as_str())
             .unwrap_or_default();
         let program = self.shared.programs.get_mutation(expression)?;
-        let result = PolicyCluster::run(&program, expression, activation, budget)?;
+        let result =
+            PolicyCluster::run(&program, expression, activation, budget, authorization).await?;
         let result = apiserver_cel::value_to_json(&result).map_err(|e| e.to_string())?;
         if json_patch {
             return apply_json_patch(object, result);
@@ -263,11 +282,12 @@ impl MutatingPolicies {
 fn bind(
     base: &[(&str, &Value)],
     object: &Value,
-    variables: &serde_json::Map<String, Value>,
+    variables: &std::collections::BTreeMap<String, Cel>,
+    authorization: Option<&RequestAuthorization>,
 ) -> apiserver_cel::Activation {
     let mut all = base.to_vec();
     all.push(("object", object));
-    activation(&all, variables)
+    activation(&all, variables, authorization)
 }
 
 /// The paths where an apply configuration sets an atomic list, map or struct (upstream's `findAtomics`): setting
@@ -363,6 +383,7 @@ impl Plugin for MutatingPolicies {
         let old_labels = old.and_then(|o| wire.metadata(o)).map(|m| m.labels.clone());
         let mut namespace: Option<Value> = None;
         let mut refusals: Vec<String> = Vec::new();
+        let authorization = self.shared.authorization(attributes);
         for binding in &bindings {
             let spec = &binding.spec;
             let Some(policy) = policies.get(&spec.policy_name) else {
@@ -460,7 +481,15 @@ impl Plugin for MutatingPolicies {
                 let schema = TypeRef(wire.schema(&version));
                 // Mutations before a failing one stay applied, as upstream's.
                 let names = (policy_name.as_str(), binding_name.as_str());
-                if let Err(message) = self.mutate(names, policy_spec, &base, &mut value, schema) {
+                let mutated = self.mutate(
+                    names,
+                    policy_spec,
+                    &base,
+                    &mut value,
+                    schema,
+                    authorization.as_ref(),
+                );
+                if let Err(message) = mutated.await {
                     refuse(message);
                 }
                 let changed = value != before;

@@ -117,6 +117,8 @@ pub struct Initializer {
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Each plugin's configuration from `--admission-control-config-file`, by plugin name.
     pub configurations: Arc<HashMap<String, serde_json::Value>>,
+    /// The server's authorizer, for the `authorizer` variable of CEL expressions (upstream's `WantsAuthorizer`).
+    pub authorizer: Option<Arc<dyn super::authorization::AdmissionAuthorizer>>,
 }
 
 impl Initializer {

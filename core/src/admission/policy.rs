@@ -7,8 +7,9 @@
 //! `auditAnnotations` are evaluated over `object`, `oldObject`, `request`, `params` (each parameter object the
 //! binding's `paramRef` selects, read from the core cluster) and `namespaceObject`, in the version the policy
 //! matched. A failed validation follows the binding's `validationActions` (Deny, Warn, Audit); an evaluation error
-//! follows the policy's `failurePolicy`. Texts are upstream's. Not yet: type checking of expressions against the
-//! served schema, and the `authorizer` variable.
+//! follows the policy's `failurePolicy`. Every expression sees `authorizer` and `authorizer.requestResource` too
+//! (see [`authorization`](super::authorization)), and variables hold any CEL value (a decision included). Texts are
+//! upstream's. Not yet: type checking of expressions against the served schema.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,7 @@ use kube::discovery::{ApiResource, Scope};
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::{Value, json};
 
+use super::authorization::{self, AdmissionAuthorizer, RequestAuthorization};
 use super::expressions::Programs;
 use super::webhook::review::{Invocation, request};
 use super::{AnyObject, Attributes, Initializer, Plugin, PluginError, WireCodec, matching};
@@ -60,6 +62,8 @@ pub(super) struct PolicyCluster {
     pub programs: Programs,
     /// The server's metrics (`apiserver_*_admission_policy_check_*`).
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// The server's authorizer, for the `authorizer` variable.
+    pub authorizer: Option<Arc<dyn AdmissionAuthorizer>>,
     /// Parameter kinds resolved through the core cluster's discovery, each with its informer (upstream reads
     /// parameters from informers too: no request to the core cluster per admission).
     param_resources: Mutex<HashMap<(String, String), ParamSource>>,
@@ -114,6 +118,7 @@ impl PolicyCluster {
         PolicyCluster {
             cluster,
             metrics: initializer.metrics.clone(),
+            authorizer: initializer.authorizer.clone(),
             programs: Programs::default(),
             param_resources: Mutex::new(HashMap::new()),
         }
@@ -375,25 +380,32 @@ impl PolicyCluster {
             .collect()
     }
 
+    /// The authorization checks of one request, when the server has an authorizer.
+    pub fn authorization(&self, attributes: &Attributes) -> Option<RequestAuthorization> {
+        RequestAuthorization::new(self.authorizer.as_ref(), attributes.authorization_target())
+    }
+
     /// Evaluates `expression` over `variables`; a non-bool result is an error for validations and conditions.
-    pub fn evaluate(
+    pub async fn evaluate(
         &self,
         expression: &str,
         activation: &Activation,
         budget: &mut u64,
+        authorization: Option<&RequestAuthorization>,
     ) -> Result<Cel, String> {
         let program = self.programs.get(expression)?;
-        Self::run(&program, expression, activation, budget)
+        Self::run(&program, expression, activation, budget, authorization).await
     }
 
     /// Runs a compiled `program` (of `expression`) within what is left of `budget`.
-    pub fn run(
+    pub async fn run(
         program: &apiserver_cel::Program,
         expression: &str,
         activation: &Activation,
         budget: &mut u64,
+        authorization: Option<&RequestAuthorization>,
     ) -> Result<Cel, String> {
-        let evaluation = program.evaluate_with_limit(activation, *budget);
+        let evaluation = authorization::evaluate(program, activation, *budget, authorization).await;
         *budget = budget.saturating_sub(evaluation.cost);
         evaluation
             .result
@@ -404,16 +416,23 @@ impl PolicyCluster {
 /// The variables every expression sees; `variables` holds the policy's variables evaluated so far.
 pub(super) fn activation(
     base: &[(&str, &Value)],
-    variables: &serde_json::Map<String, Value>,
+    variables: &BTreeMap<String, Cel>,
+    authorization: Option<&RequestAuthorization>,
 ) -> Activation {
     let mut activation = Activation::new();
     for (name, value) in base {
         activation = activation.bind_json(name, value);
     }
+    if let Some(authorization) = authorization {
+        activation = authorization.bind(activation);
+    }
     if variables.is_empty() {
         return activation;
     }
-    activation.bind_json("variables", &Value::Object(variables.clone()))
+    activation.bind_map(
+        "variables",
+        variables.iter().map(|(k, v)| (k.clone(), v.clone())),
+    )
 }
 
 /// Whether any expression of the policy names `variable` (a variable no expression names is not converted to
@@ -481,10 +500,11 @@ struct Outcome {
 
 impl ValidatingPolicies {
     /// Evaluates a policy's conditions, variables, validations and audit annotations for one parameter.
-    fn evaluate_policy(
+    async fn evaluate_policy(
         &self,
         policy: &ValidatingAdmissionPolicy,
         base: &[(&str, &Value)],
+        authorization: Option<&RequestAuthorization>,
     ) -> Outcome {
         let Some(spec) = policy.spec.as_ref() else {
             return Outcome::default();
@@ -500,13 +520,13 @@ impl ValidatingPolicies {
                 outcome.failed.push((message, reason::INVALID));
             }
         };
-        let mut variables = serde_json::Map::new();
+        let mut variables = BTreeMap::new();
         for condition in spec.match_conditions.iter().flatten() {
-            match self.shared.evaluate(
-                &condition.expression,
-                &activation(base, &variables),
-                &mut budget,
-            ) {
+            let bound = activation(base, &variables, authorization);
+            let evaluated =
+                self.shared
+                    .evaluate(&condition.expression, &bound, &mut budget, authorization);
+            match evaluated.await {
                 Ok(Cel::Bool(true)) => {}
                 Ok(Cel::Bool(false)) => return outcome,
                 Ok(_) => {
@@ -527,33 +547,37 @@ impl ValidatingPolicies {
         }
         for variable in spec.variables.iter().flatten() {
             // A variable that fails is left out: an expression using it fails in turn.
-            if let Ok(value) = self.shared.evaluate(
-                &variable.expression,
-                &activation(base, &variables),
-                &mut budget,
-            ) && let Ok(json) = apiserver_cel::value_to_json(&value)
-            {
-                variables.insert(variable.name.clone(), json);
+            let bound = activation(base, &variables, authorization);
+            let evaluated =
+                self.shared
+                    .evaluate(&variable.expression, &bound, &mut budget, authorization);
+            if let Ok(value) = evaluated.await {
+                variables.insert(variable.name.clone(), value);
             }
         }
-        let activation = activation(base, &variables);
+        let activation = activation(base, &variables, authorization);
         for validation in spec.validations.iter().flatten() {
-            match self
-                .shared
-                .evaluate(&validation.expression, &activation, &mut budget)
-            {
+            let evaluated = self.shared.evaluate(
+                &validation.expression,
+                &activation,
+                &mut budget,
+                authorization,
+            );
+            match evaluated.await {
                 Ok(Cel::Bool(true)) => {}
                 Ok(Cel::Bool(false)) => {
-                    let from_expression = validation.message_expression.as_deref().and_then(|e| {
-                        match self.shared.evaluate(e, &activation, &mut budget) {
-                            Ok(Cel::String(s)) => {
-                                let s = s.trim().to_string();
+                    let mut from_expression = None;
+                    if let Some(e) = validation.message_expression.as_deref() {
+                        let message =
+                            self.shared
+                                .evaluate(e, &activation, &mut budget, authorization);
+                        if let Ok(Cel::String(s)) = message.await {
+                            let s = s.trim().to_string();
+                            from_expression =
                                 (!s.is_empty() && !s.contains('\n') && s.len() <= 5 * 1024)
-                                    .then_some(s)
-                            }
-                            _ => None,
+                                    .then_some(s);
                         }
-                    });
+                    }
                     let message = from_expression
                         .or_else(|| {
                             validation
@@ -581,10 +605,13 @@ impl ValidatingPolicies {
             }
         }
         for annotation in spec.audit_annotations.iter().flatten() {
-            match self
-                .shared
-                .evaluate(&annotation.value_expression, &activation, &mut budget)
-            {
+            let evaluated = self.shared.evaluate(
+                &annotation.value_expression,
+                &activation,
+                &mut budget,
+                authorization,
+            );
+            match evaluated.await {
                 Ok(Cel::String(value)) => outcome
                     .annotations
                     .push((format!("{name}/{}", annotation.key), value.to_string())),
@@ -632,6 +659,7 @@ impl Plugin for ValidatingPolicies {
         let mut denials = Vec::new();
         let mut audit_failures = Vec::new();
         let (no_binding, no_policy) = Default::default();
+        let authorization = self.shared.authorization(attributes);
         for binding in &bindings {
             let spec = binding.spec.as_ref().unwrap_or(&no_binding);
             let Some(policy) = spec.policy_name.as_deref().and_then(|n| policies.get(n)) else {
@@ -721,7 +749,9 @@ impl Plugin for ValidatingPolicies {
                 .filter(|(name, _)| uses(name))
                 .collect();
                 let started = std::time::Instant::now();
-                let outcome = self.evaluate_policy(policy, &base);
+                let outcome = self
+                    .evaluate_policy(policy, &base, authorization.as_ref())
+                    .await;
                 let elapsed = started.elapsed();
                 let observe = |message: &str, action: &str| {
                     if let Some(metrics) = &self.shared.metrics {

@@ -34,6 +34,7 @@
 //! # }
 //! ```
 
+mod authorization;
 mod backend;
 mod options;
 mod standalone;
@@ -46,6 +47,7 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use authorization::{ServerAuthorizer, Shared};
 pub use backend::{Memory, OpenContext, StorageBackend, open_error};
 pub use options::{Mode, NoFlags, Options, RecommendedOptions, StorageMediaType, StorageOptions};
 
@@ -56,8 +58,8 @@ use crate::admission::{
     VALIDATING_ADMISSION_WEBHOOK, ValidatingPolicies, ValidatingWebhooks, check,
 };
 use crate::auth::{
-    ALL_AUTHENTICATED_GROUP, BearerTokens, DEFAULT_ALWAYS_ALLOW_PATHS, SYSTEM_PRIVILEGED_GROUP,
-    User,
+    ALL_AUTHENTICATED_GROUP, Authorizer, BearerTokens, DEFAULT_ALWAYS_ALLOW_PATHS,
+    SYSTEM_PRIVILEGED_GROUP, User,
 };
 use crate::cluster::CoreCluster;
 use crate::codec::MediaType;
@@ -438,6 +440,35 @@ impl Assembly {
                 enabled.push((name, run));
             }
         }
+        // The authorizer, asked by the filter chain and by admission's CEL `authorizer`.
+        let (paths, configured): (Vec<String>, Option<Arc<dyn Authorizer>>) =
+            match self.mode {
+                Mode::Standalone => (
+                    options
+                        .authorization
+                        .always_allow_paths
+                        .clone()
+                        .unwrap_or_else(|| {
+                            DEFAULT_ALWAYS_ALLOW_PATHS
+                                .iter()
+                                .map(|s| s.to_string())
+                                .collect()
+                        }),
+                    None,
+                ),
+                Mode::Delegated => (
+                    options.authorization.delegated_always_allow_paths(),
+                    options.authorization.delegate().await?.map(|a| {
+                        Arc::new(a.with_metrics(self.metrics.clone())) as Arc<dyn Authorizer>
+                    }),
+                ),
+            };
+        let server_authorizer = ServerAuthorizer::new(&paths, configured.clone())
+            .map_err(|e| ServeError::Config(e.0))?;
+        let initializer = Initializer {
+            authorizer: Some(Arc::new(server_authorizer)),
+            ..self.initializer.clone()
+        };
         let admission = self
             .plugins
             .build(
@@ -446,7 +477,7 @@ impl Assembly {
                     disable: options.serving.disable_admission_plugins.clone(),
                     config_file: options.serving.admission_control_config_file.clone(),
                 },
-                &self.initializer,
+                &initializer,
             )?
             .with_metrics(self.metrics.clone());
         let api = self
@@ -487,16 +518,6 @@ impl Assembly {
                     ],
                     ..User::default()
                 };
-                let paths = options
-                    .authorization
-                    .always_allow_paths
-                    .clone()
-                    .unwrap_or_else(|| {
-                        DEFAULT_ALWAYS_ALLOW_PATHS
-                            .iter()
-                            .map(|s| s.to_string())
-                            .collect()
-                    });
                 builder = builder
                     .authenticator(BearerTokens::new().with(token.clone(), admin))
                     .always_allow_paths(paths);
@@ -510,9 +531,9 @@ impl Assembly {
                             .with_metrics(self.metrics.clone())
                             .authenticator(),
                     )
-                    .always_allow_paths(options.authorization.delegated_always_allow_paths());
-                if let Some(authorizer) = options.authorization.delegate().await? {
-                    builder = builder.authorizer(authorizer.with_metrics(self.metrics.clone()));
+                    .always_allow_paths(paths);
+                if let Some(authorizer) = configured {
+                    builder = builder.authorizer(Shared(authorizer));
                 }
                 None
             }

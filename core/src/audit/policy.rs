@@ -297,7 +297,7 @@ mod tests {
             resource: resource.into(),
             subresource: subresource.into(),
             name: name.into(),
-            path: String::new(),
+            ..Attributes::default()
         }
     }
 

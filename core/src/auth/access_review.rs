@@ -7,13 +7,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::authorization::v1::{
-    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    FieldSelectorAttributes, LabelSelectorAttributes, NonResourceAttributes, ResourceAttributes,
+    SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    FieldSelectorRequirement, LabelSelectorRequirement,
 };
 use kube::api::{Api, PostParams};
 
 use super::cache::ExpiringCache;
 use super::token_review::{counted, with_retries};
-use super::{Attributes, AuthorizationError, Authorizer, Decision};
+use super::{Attributes, AuthorizationError, Authorizer, Decision, SelectorRequirement};
 use crate::metrics::{Delegated, Metrics};
 
 /// How many answers are remembered (the seed's figure).
@@ -67,7 +71,38 @@ pub fn review_spec(a: &Attributes) -> SubjectAccessReviewSpec {
             resource: some(&a.resource),
             subresource: some(&a.subresource),
             name: some(&a.name),
-            ..ResourceAttributes::default()
+            field_selector: (!a.field_selector.is_empty()).then(|| FieldSelectorAttributes {
+                requirements: Some(
+                    a.field_selector
+                        .iter()
+                        .map(|r| {
+                            let (key, operator, values) = parts(r);
+                            FieldSelectorRequirement {
+                                key,
+                                operator,
+                                values,
+                            }
+                        })
+                        .collect(),
+                ),
+                raw_selector: None,
+            }),
+            label_selector: (!a.label_selector.is_empty()).then(|| LabelSelectorAttributes {
+                requirements: Some(
+                    a.label_selector
+                        .iter()
+                        .map(|r| {
+                            let (key, operator, values) = parts(r);
+                            LabelSelectorRequirement {
+                                key,
+                                operator,
+                                values,
+                            }
+                        })
+                        .collect(),
+                ),
+                raw_selector: None,
+            }),
         });
     } else {
         spec.non_resource_attributes = Some(NonResourceAttributes {
@@ -76,6 +111,15 @@ pub fn review_spec(a: &Attributes) -> SubjectAccessReviewSpec {
         });
     }
     spec
+}
+
+/// A requirement's key, operator and values (omitted when there are none), as the review's types hold them.
+fn parts(r: &SelectorRequirement) -> (String, String, Option<Vec<String>>) {
+    (
+        r.key.clone(),
+        r.operator.clone(),
+        (!r.values.is_empty()).then(|| r.values.clone()),
+    )
 }
 
 #[async_trait]
@@ -154,6 +198,29 @@ mod tests {
         assert_eq!(json["resourceAttributes"]["resource"], "pizzas");
         assert_eq!(json["resourceAttributes"]["namespace"], "ns");
         assert!(json.get("nonResourceAttributes").is_none());
+        assert!(json["resourceAttributes"].get("fieldSelector").is_none());
+        let narrowed = Attributes {
+            field_selector: vec![SelectorRequirement {
+                key: "spec.nodeName".into(),
+                operator: "In".into(),
+                values: vec!["n1".into()],
+            }],
+            label_selector: vec![SelectorRequirement {
+                key: "app".into(),
+                operator: "Exists".into(),
+                values: vec![],
+            }],
+            ..a.clone()
+        };
+        let json = serde_json::to_value(review_spec(&narrowed)).unwrap();
+        assert_eq!(
+            json["resourceAttributes"]["fieldSelector"],
+            serde_json::json!({"requirements": [{"key": "spec.nodeName", "operator": "In", "values": ["n1"]}]})
+        );
+        assert_eq!(
+            json["resourceAttributes"]["labelSelector"],
+            serde_json::json!({"requirements": [{"key": "app", "operator": "Exists"}]})
+        );
         let p = Attributes {
             user,
             verb: "get".into(),

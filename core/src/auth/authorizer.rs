@@ -47,6 +47,22 @@ pub struct Attributes {
     pub name: String,
     /// The URL path (for non-resource requests).
     pub path: String,
+    /// What a field selector narrows the question to (upstream's `GetFieldSelector`); empty for nothing.
+    pub field_selector: Vec<SelectorRequirement>,
+    /// What a label selector narrows the question to (upstream's `GetLabelSelector`); empty for nothing.
+    pub label_selector: Vec<SelectorRequirement>,
+}
+
+/// One selector requirement as a SubjectAccessReview carries it: a key, `In`, `NotIn`, `Exists` or
+/// `DoesNotExist`, and values.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SelectorRequirement {
+    /// The field path or label key.
+    pub key: String,
+    /// The operator.
+    pub operator: String,
+    /// The values (none for `Exists` and `DoesNotExist`).
+    pub values: Vec<String>,
 }
 
 impl Attributes {
@@ -309,7 +325,7 @@ mod tests {
             resource: resource.into(),
             subresource: subresource.into(),
             name: "x".into(),
-            path: String::new(),
+            ..Attributes::default()
         }
     }
 

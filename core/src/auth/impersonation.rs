@@ -76,7 +76,7 @@ pub fn requested(headers: &HeaderMap, requestor: &User) -> Result<Option<Imperso
             resource: resource.into(),
             subresource: subresource.into(),
             name: name.into(),
-            path: String::new(),
+            ..Attributes::default()
         };
     let mut checks = Vec::new();
     let mut impersonated_groups = groups.clone();

@@ -26,7 +26,8 @@ pub use authenticator::{
 pub(crate) use authorizer::go_quote;
 pub use authorizer::{
     AlwaysAllow, AlwaysDeny, Attributes, AuthorizationError, Authorizer,
-    DEFAULT_ALWAYS_ALLOW_PATHS, Decision, PathAuthorizer, PrivilegedGroups, UnionAuthorizer,
+    DEFAULT_ALWAYS_ALLOW_PATHS, Decision, PathAuthorizer, PrivilegedGroups, SelectorRequirement,
+    UnionAuthorizer,
 };
 pub use cache::ExpiringCache;
 pub use delegating::{AuthenticationOptions, AuthorizationOptions, DelegatedAuthentication};

@@ -47,6 +47,12 @@ pub enum CodecError {
     #[error("couldn't get version/kind; json parse error: {0}")]
     JsonSyntax(String),
 
+    /// The body is not a well-formed, valid CBOR item (or holds what upstream's CBOR decoder
+    /// refuses: duplicate map keys, NaN, bignums, ...): 400. Worded as upstream, which fails while
+    /// reading apiVersion/kind.
+    #[error("unable to determine group/version/kind: cbor: {0}")]
+    Cbor(String),
+
     /// The body is not well-formed YAML: 400.
     #[error("error converting YAML to JSON: yaml: {0}")]
     YamlSyntax(String),

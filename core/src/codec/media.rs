@@ -1,7 +1,7 @@
 //! Media types and content negotiation (upstream `endpoints/handlers/negotiation`).
 //!
 //! The server offers a list of [`MediaType`]s in preference order (normally [`MediaType::ALL`]:
-//! JSON, YAML, protobuf). [`negotiate_output`] picks one from an `Accept` header the way upstream
+//! JSON, YAML, protobuf, CBOR). [`negotiate_output`] picks one from an `Accept` header the way upstream
 //! does: clauses sorted by `q` (then by specificity), each clause tried against the offered types in
 //! order, and parameters (`as`/`g`/`v`, `stream`, `pretty`, ...) checked by the endpoint's
 //! [`EndpointRestrictions`]. [`negotiate_input`] maps a request `Content-Type` to a decoder.
@@ -14,6 +14,10 @@ pub const CONTENT_TYPE_JSON: &str = "application/json";
 pub const CONTENT_TYPE_YAML: &str = "application/yaml";
 /// `application/vnd.kubernetes.protobuf`
 pub const CONTENT_TYPE_PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+/// `application/cbor` (RFC 8949; upstream KEP-4222)
+pub const CONTENT_TYPE_CBOR: &str = "application/cbor";
+/// `application/cbor-seq` (RFC 8742): the `Content-Type` of a CBOR watch, a sequence of events.
+pub const CONTENT_TYPE_CBOR_SEQ: &str = "application/cbor-seq";
 
 /// One of the serializations the framework speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -24,11 +28,19 @@ pub enum MediaType {
     Yaml,
     /// `application/vnd.kubernetes.protobuf`: the `k8s\0` envelope; watches are length-prefixed.
     Protobuf,
+    /// `application/cbor`: self-described CBOR items; watches are `application/cbor-seq`.
+    Cbor,
 }
 
 impl MediaType {
-    /// Everything we serve, in upstream's preference order (the first is the default).
-    pub const ALL: [MediaType; 3] = [MediaType::Json, MediaType::Yaml, MediaType::Protobuf];
+    /// Everything we serve, in upstream's preference order (the first is the default; CBOR comes
+    /// last, as upstream's codec factory appends it when `CBORServingAndStorage` is on).
+    pub const ALL: [MediaType; 4] = [
+        MediaType::Json,
+        MediaType::Yaml,
+        MediaType::Protobuf,
+        MediaType::Cbor,
+    ];
 
     /// The `Content-Type` of a single object in this serialization.
     pub fn content_type(self) -> &'static str {
@@ -36,12 +48,15 @@ impl MediaType {
             Self::Json => CONTENT_TYPE_JSON,
             Self::Yaml => CONTENT_TYPE_YAML,
             Self::Protobuf => CONTENT_TYPE_PROTOBUF,
+            Self::Cbor => CONTENT_TYPE_CBOR,
         }
     }
 
-    /// The media type a client names to ask for a watch stream (`...;stream=watch`).
+    /// The media type of a watch stream (`...;stream=watch`; for CBOR `application/cbor-seq`, as
+    /// upstream lists it).
     pub fn stream_content_type(self) -> &'static str {
         match self {
+            Self::Cbor => CONTENT_TYPE_CBOR_SEQ,
             Self::Json => "application/json;stream=watch",
             Self::Yaml => CONTENT_TYPE_YAML,
             Self::Protobuf => "application/vnd.kubernetes.protobuf;stream=watch",
@@ -49,7 +64,7 @@ impl MediaType {
     }
 
     /// The `Content-Type` of a watch response. Upstream sends plain `application/json` for JSON
-    /// watches and adds `;stream=watch` for the others.
+    /// watches, `application/cbor-seq` for CBOR ones, and adds `;stream=watch` for the others.
     pub fn watch_response_content_type(self) -> &'static str {
         match self {
             Self::Json => CONTENT_TYPE_JSON,
@@ -64,7 +79,7 @@ impl MediaType {
 
     /// Whether the encoding is text (used for websocket framing and pretty printing).
     pub fn is_text(self) -> bool {
-        !matches!(self, Self::Protobuf)
+        !matches!(self, Self::Protobuf | Self::Cbor)
     }
 
     /// The `type/subtype` pair, lower case.
@@ -73,6 +88,7 @@ impl MediaType {
             Self::Json => ("application", "json"),
             Self::Yaml => ("application", "yaml"),
             Self::Protobuf => ("application", "vnd.kubernetes.protobuf"),
+            Self::Cbor => ("application", "cbor"),
         }
     }
 
@@ -259,7 +275,8 @@ impl EndpointRestrictions for DefaultRestrictions {
 }
 
 /// The restrictions of a resource endpoint (upstream `RequestScope.AllowsMediaTypeTransform`):
-/// `Table` only as JSON or YAML and only when the resource has a table convertor;
+/// `Table` only as JSON, YAML or CBOR and only when the resource has a table convertor (upstream:
+/// JSON or YAML only; a CBOR `Table` is ours, see the README);
 /// `PartialObjectMetadata` and `PartialObjectMetadataList` in any media type; both only in
 /// `meta.k8s.io/v1` or `v1beta1`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -281,7 +298,13 @@ impl EndpointRestrictions for ResourceRestrictions {
             return false;
         }
         match target.kind.as_str() {
-            "Table" => self.table && matches!(media_type, MediaType::Json | MediaType::Yaml),
+            "Table" => {
+                self.table
+                    && matches!(
+                        media_type,
+                        MediaType::Json | MediaType::Yaml | MediaType::Cbor
+                    )
+            }
             "PartialObjectMetadata" | "PartialObjectMetadataList" => true,
             _ => false,
         }
@@ -295,19 +318,22 @@ pub fn negotiate_output(
     offered: &[MediaType],
     restrictions: &dyn EndpointRestrictions,
 ) -> Result<Negotiated, CodecError> {
-    negotiate(accept, offered, restrictions)
+    negotiate(accept, offered, restrictions, false)
         .ok_or_else(|| CodecError::not_acceptable(offered, false))
 }
 
 /// Picks the serialization of a watch stream. As upstream, it negotiates like
 /// [`negotiate_output`] and then refuses serializations without a stream form (YAML); the 406
 /// lists the `;stream=watch` media types.
+///
+/// `application/cbor-seq` in `Accept` also selects CBOR here (the media type a CBOR watch answers
+/// with); upstream matches only `application/cbor` and refuses `cbor-seq` with a 406.
 pub fn negotiate_output_stream(
     accept: Option<&str>,
     offered: &[MediaType],
     restrictions: &dyn EndpointRestrictions,
 ) -> Result<Negotiated, CodecError> {
-    match negotiate(accept, offered, restrictions) {
+    match negotiate(accept, offered, restrictions, true) {
         Some(n) if n.media_type.has_stream() => Ok(n),
         _ => Err(CodecError::not_acceptable(offered, true)),
     }
@@ -317,6 +343,7 @@ fn negotiate(
     accept: Option<&str>,
     offered: &[MediaType],
     restrictions: &dyn EndpointRestrictions,
+    stream: bool,
 ) -> Option<Negotiated> {
     let header = accept.unwrap_or("");
     if header.is_empty() {
@@ -325,8 +352,13 @@ fn negotiate(
     for clause in parse_accept(header) {
         for &media_type in offered {
             let (t, s) = media_type.type_subtype();
+            let cbor_seq = stream
+                && media_type == MediaType::Cbor
+                && clause.type_ == "application"
+                && clause.subtype == "cbor-seq";
             let matches = (clause.type_ == t && (clause.subtype == s || clause.subtype == "*"))
-                || (clause.type_ == "*" && clause.subtype == "*");
+                || (clause.type_ == "*" && clause.subtype == "*")
+                || cbor_seq;
             if !matches {
                 continue;
             }

@@ -1,4 +1,4 @@
-//! Wire encodings of objects: JSON, YAML and protobuf, content negotiation, field validation and
+//! Wire encodings of objects: JSON, YAML, protobuf and CBOR, content negotiation, field validation and
 //! watch framing.
 //!
 //! Everything here is generic over serde (JSON, YAML) and prost (protobuf) types and knows nothing
@@ -24,6 +24,7 @@
 //! assert_eq!(ok.type_meta.kind, "Pizza");
 //! ```
 
+mod cbor;
 mod error;
 pub(crate) mod json;
 mod media;
@@ -32,15 +33,21 @@ mod validation;
 mod watch;
 mod yaml;
 
+pub use cbor::{
+    CBOR_SELF_DESCRIBED, cbor_to_json, decode_cbor, encode_cbor, encode_cbor_document, is_cbor,
+    peek_cbor_type_meta, write_cbor,
+};
+pub(crate) use cbor::{write_array_header, write_map_header, write_text};
 pub use error::CodecError;
 pub use json::{
     ApiVersionKind, Decoded, TypedObject, decode_json, encode_json, encode_json_pretty,
     peek_json_type_meta, write_json,
 };
 pub use media::{
-    AcceptClause, CONTENT_TYPE_JSON, CONTENT_TYPE_PROTOBUF, CONTENT_TYPE_YAML, ConvertTarget,
-    DefaultRestrictions, EndpointRestrictions, MediaType, Negotiated, ResourceRestrictions,
-    negotiate_input, negotiate_output, negotiate_output_stream, parse_accept, parse_content_type,
+    AcceptClause, CONTENT_TYPE_CBOR, CONTENT_TYPE_CBOR_SEQ, CONTENT_TYPE_JSON,
+    CONTENT_TYPE_PROTOBUF, CONTENT_TYPE_YAML, ConvertTarget, DefaultRestrictions,
+    EndpointRestrictions, MediaType, Negotiated, ResourceRestrictions, negotiate_input,
+    negotiate_output, negotiate_output_stream, parse_accept, parse_content_type,
 };
 pub(crate) use protobuf::{ENVELOPE_TRAILER, write_envelope_header};
 pub use protobuf::{
@@ -50,7 +57,8 @@ pub use protobuf::{
 pub use validation::FieldValidation;
 pub use watch::{
     DEFAULT_MAX_FRAME_SIZE, JsonWatchEvent, JsonWatchReader, ProtobufFrameReader,
-    decode_protobuf_watch_event, encode_json_watch_event, encode_protobuf_watch_event,
-    encode_protobuf_watch_frame, write_json_watch_event, write_protobuf_watch_frame,
+    decode_protobuf_watch_event, encode_cbor_watch_event, encode_json_watch_event,
+    encode_protobuf_watch_event, encode_protobuf_watch_frame, write_cbor_watch_event,
+    write_json_watch_event, write_protobuf_watch_frame,
 };
 pub use yaml::{decode_yaml, encode_yaml, peek_yaml_type_meta, yaml_to_json};

@@ -8,6 +8,10 @@
 //!   stream serializer is the raw protobuf serializer), while `object.raw` holds the object's full
 //!   `k8s\0` envelope.
 //!
+//! - CBOR (`application/cbor-seq`, RFC 8742): the events one after another, each a self-described
+//!   CBOR map `{"type": ..., "object": ...}` whose `object` is the object's own encoding, tag
+//!   55799 included (upstream's `RawExtension.MarshalCBOR` writes CBOR raw bytes as they are).
+//!
 //! The functions take the event type and the already-encoded object, so the watch cache can
 //! encode each object once and frame it for every watcher.
 
@@ -38,6 +42,26 @@ pub fn write_json_watch_event(buf: &mut Vec<u8>, event_type: &str, object_json: 
 pub fn encode_json_watch_event(event_type: &str, object_json: &[u8]) -> Vec<u8> {
     let mut buf = Vec::new();
     write_json_watch_event(&mut buf, event_type, object_json);
+    buf
+}
+
+/// Appends one CBOR watch event (one item of an `application/cbor-seq` stream):
+/// `55799({"type": <event_type>, "object": <object_cbor>})`, where `object_cbor` is the object as
+/// [`super::encode_cbor`] produced it.
+pub fn write_cbor_watch_event(buf: &mut Vec<u8>, event_type: &str, object_cbor: &[u8]) {
+    buf.reserve(object_cbor.len() + event_type.len() + 20);
+    buf.extend_from_slice(&super::CBOR_SELF_DESCRIBED);
+    super::write_map_header(buf, 2);
+    super::write_text(buf, "type");
+    super::write_text(buf, event_type);
+    super::write_text(buf, "object");
+    buf.extend_from_slice(object_cbor);
+}
+
+/// One CBOR watch event, newly allocated. See [`write_cbor_watch_event`].
+pub fn encode_cbor_watch_event(event_type: &str, object_cbor: &[u8]) -> Vec<u8> {
+    let mut buf = Vec::new();
+    write_cbor_watch_event(&mut buf, event_type, object_cbor);
     buf
 }
 

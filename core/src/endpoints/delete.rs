@@ -195,7 +195,7 @@ async fn delete_options(context: &Context, body: Body) -> Result<DeleteRequest, 
     })
 }
 
-/// The optional `DeleteOptions` body, in JSON, YAML or protobuf.
+/// The optional `DeleteOptions` body, in JSON, YAML, protobuf or CBOR.
 fn decode_delete_options(context: &Context, body: &Bytes) -> Result<DeleteOptions, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(DeleteOptions::default());
@@ -209,6 +209,10 @@ fn decode_delete_options(context: &Context, body: &Bytes) -> Result<DeleteOption
         }
         MediaType::Yaml => {
             let (json, _) = codec::yaml_to_json(body).map_err(codec_error)?;
+            serde_json::from_slice(&json).map_err(|e| bad(e.to_string()))
+        }
+        MediaType::Cbor => {
+            let json = codec::cbor_to_json(body).map_err(codec_error)?;
             serde_json::from_slice(&json).map_err(|e| bad(e.to_string()))
         }
         MediaType::Json => serde_json::from_slice(body).map_err(|e| bad(e.to_string())),

@@ -75,8 +75,10 @@ fn render_encoded_list<T: Resource>(
         head: Vec::new(),
         writer: None,
     };
+    // Protobuf's envelope states the list's length and CBOR's items array its count first: both are made of
+    // every item encoded up front.
     let items = match media_type {
-        MediaType::Protobuf => {
+        MediaType::Protobuf | MediaType::Cbor => {
             let all: Vec<StoredObject> = pieces.stored.by_ref().collect();
             pieces.ready = pieces.encode(&all)?.into_iter();
             Some(pieces.ready.as_slice())

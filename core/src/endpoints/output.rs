@@ -75,11 +75,13 @@ impl Output {
     }
 
     /// The media type of an answer made of kept encoded objects ([`EncodedObjects`](super::encoded::EncodedObjects)):
-    /// plain JSON or protobuf objects, not transformed or indented.
+    /// plain JSON, protobuf or CBOR objects, not transformed or indented.
     pub fn encoded_media_type(&self) -> Option<MediaType> {
         let plain = self.transform == Transform::None && !self.pretty;
         match self.media_type {
-            MediaType::Json | MediaType::Protobuf if plain => Some(self.media_type),
+            MediaType::Json | MediaType::Protobuf | MediaType::Cbor if plain => {
+                Some(self.media_type)
+            }
             _ => None,
         }
     }
@@ -147,11 +149,13 @@ pub(crate) fn encode_document<T: Serialize + prost::Message>(
         MediaType::Protobuf => {
             codec::encode_protobuf(api_version, kind, value).map_err(codec_error)
         }
+        MediaType::Cbor => codec::encode_cbor_document(value).map_err(codec_error),
     }?;
     Ok(encoded)
 }
 
-/// Encodes a JSON-only document (Table has no protobuf form upstream).
+/// Encodes a document without a protobuf form (Table has none upstream); CBOR carries it as it
+/// carries JSON.
 pub(crate) fn encode_json_document<T: Serialize>(
     value: &T,
     media_type: MediaType,
@@ -163,10 +167,11 @@ pub(crate) fn encode_json_document<T: Serialize>(
         MediaType::Yaml => serde_saphyr::to_string(value)
             .map(String::into_bytes)
             .map_err(ApiError::internal),
+        MediaType::Cbor => codec::encode_cbor_document(value).map_err(codec_error),
         MediaType::Protobuf => Err(ApiError::new(
             406,
             "NotAcceptable",
-            "only the following media types are accepted: application/json, application/yaml",
+            "only the following media types are accepted: application/json, application/yaml, application/cbor",
         )),
     }
 }

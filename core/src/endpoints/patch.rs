@@ -1,5 +1,5 @@
 //! PATCH with a JSON patch (RFC 6902), a JSON merge patch (RFC 7386), a strategic merge patch or an apply patch
-//! (server-side apply, `application/apply-patch+yaml`), applied to the object in the request's version inside the
+//! (server-side apply, `application/apply-patch+yaml` or `application/apply-patch+cbor`), applied to the object in the request's version inside the
 //! store's update loop, so a conflicting write retries the patch on the new state. An apply creates the object
 //! when it does not exist; every patch keeps `metadata.managedFields`.
 
@@ -23,7 +23,7 @@ use super::strategic_merge::{self, PatchSchema, StrategicMergeError};
 use super::update::{admit, attributes};
 use crate::admission::{Attributes, Chain, Operation};
 use crate::codec::json::replace_invalid_unicode;
-use crate::codec::{FieldValidation, MediaType, parse_content_type, yaml_to_json};
+use crate::codec::{self, FieldValidation, MediaType, parse_content_type, yaml_to_json};
 use crate::registry::{ApiError, Cause, Details, UpdatedObject};
 use crate::runtime::json_patch::JsonPatch;
 use crate::runtime::{Resource, ResourceCodec};
@@ -33,6 +33,8 @@ const JSON_PATCH: &str = "application/json-patch+json";
 const MERGE_PATCH: &str = "application/merge-patch+json";
 const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
 const APPLY_PATCH: &str = "application/apply-patch+yaml";
+/// Upstream's `ApplyCBORPatchType` (behind `CBORServingAndStorage` there; always on here).
+const APPLY_CBOR_PATCH: &str = "application/apply-patch+cbor";
 /// Upstream's `maxJSONPatchOperations`.
 const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
@@ -55,9 +57,21 @@ pub(super) async fn patch<T: Resource>(
             dry_run,
             validation,
         } = WriteOptions::parse(&context, "PatchOptions")?;
-        let patch_type = patch_type(context.header(header::CONTENT_TYPE))?;
+        let (patch_type, cbor) = patch_type(context.header(header::CONTENT_TYPE))?;
         let force = check_apply_options(&context, patch_type)?;
-        let patch = context.read_body(body).await?;
+        let mut patch = context.read_body(body).await?;
+        if cbor {
+            // As upstream's `validateAndTranscodePatch`: a CBOR apply configuration is checked and
+            // turned into JSON up front, then applied as a YAML (JSON) one.
+            patch = codec::cbor_to_json(&patch)
+                .map_err(|e| match e {
+                    codec::CodecError::Cbor(detail) => {
+                        ApiError::bad_request(format!("error decoding patch: cbor: {detail}"))
+                    }
+                    other => ApiError::bad_request(format!("error decoding patch: {other}")),
+                })?
+                .into();
+        }
         let attributes = attributes(endpoint.store.codec(), &context, Operation::Update, dry_run);
         let patched = Patched {
             codec: endpoint.store.codec(),
@@ -102,21 +116,23 @@ pub(super) async fn patch<T: Resource>(
     finish(&context, result)
 }
 
-fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
+/// The patch type of a `Content-Type`, and whether the body is CBOR (`apply-patch+cbor`).
+fn patch_type(content_type: Option<&str>) -> Result<(PatchType, bool), ApiError> {
     let essence = content_type
         .and_then(parse_content_type)
         .map(|(essence, _)| essence)
         .unwrap_or_default();
     match essence.as_str() {
-        JSON_PATCH => Ok(PatchType::Json),
-        MERGE_PATCH => Ok(PatchType::Merge),
-        STRATEGIC_MERGE_PATCH => Ok(PatchType::StrategicMerge),
-        APPLY_PATCH => Ok(PatchType::Apply),
+        JSON_PATCH => Ok((PatchType::Json, false)),
+        MERGE_PATCH => Ok((PatchType::Merge, false)),
+        STRATEGIC_MERGE_PATCH => Ok((PatchType::StrategicMerge, false)),
+        APPLY_PATCH => Ok((PatchType::Apply, false)),
+        APPLY_CBOR_PATCH => Ok((PatchType::Apply, true)),
         _ => Err(ApiError::new(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: {JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_MERGE_PATCH}, {APPLY_PATCH}"
+                "the body of the request was in an unknown format - accepted media types include: {JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_MERGE_PATCH}, {APPLY_PATCH}, {APPLY_CBOR_PATCH}"
             ),
         )),
     }

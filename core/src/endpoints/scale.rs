@@ -12,12 +12,12 @@ use http::{StatusCode, header};
 use serde_json::{Value, json};
 
 use super::api::{ResourceEndpoint, Verb};
-use super::context::{Context, WriteOptions};
+use super::context::{Context, WriteOptions, codec_error};
 use super::output::{finish, respond};
 use super::table::json_path;
 use super::update::{admit, attributes};
 use crate::admission::{Chain, Operation};
-use crate::codec::{MediaType, parse_content_type};
+use crate::codec::{self, MediaType, parse_content_type};
 use crate::registry::{ApiError, Store, UpdatedObject};
 use crate::runtime::GroupKind;
 use crate::runtime::json_patch::JsonPatch;
@@ -123,6 +123,14 @@ impl<T: Resource> ScaleEndpoint<T> {
         let WriteOptions { dry_run, .. } = WriteOptions::parse(context, options)?;
         let body = context.read_body(body).await?;
         let change = match change {
+            // A CBOR Scale (what a client that prefers CBOR sends) is read as its JSON; the answer stays JSON.
+            ScaleChange::Replace if context.input_media_type().ok() == Some(MediaType::Cbor) => {
+                let json = codec::cbor_to_json(&body).map_err(codec_error)?;
+                Change::Replace(
+                    serde_json::from_slice(&json)
+                        .map_err(|e| ApiError::bad_request(e.to_string()))?,
+                )
+            }
             ScaleChange::Replace => Change::Replace(
                 serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?,
             ),

@@ -249,7 +249,10 @@ impl<T: Resource> EventEncoder<T> {
         let frame = match self.output.media_type {
             MediaType::Protobuf => codec::encode_protobuf_watch_frame(event_type, &object)
                 .map_err(|e| std::io::Error::other(codec_error(e)))?,
-            _ => codec::encode_json_watch_event(event_type, &object),
+            MediaType::Cbor => codec::encode_cbor_watch_event(event_type, &object),
+            MediaType::Json | MediaType::Yaml => {
+                codec::encode_json_watch_event(event_type, &object)
+            }
         };
         Ok(Bytes::from(frame))
     }

@@ -14,14 +14,17 @@ pub(super) enum Flavor {
     V3,
 }
 
-const OBJECT_MEDIA_TYPES: [&str; 3] = [
+/// What every endpoint produces: upstream's list (`MediaTypesForSerializer`) with its CBOR serializer on.
+const OBJECT_MEDIA_TYPES: [&str; 4] = [
     "application/json",
     "application/yaml",
     "application/vnd.kubernetes.protobuf",
+    "application/cbor",
 ];
-const WATCH_MEDIA_TYPES: [&str; 2] = [
+const WATCH_MEDIA_TYPES: [&str; 3] = [
     "application/json;stream=watch",
     "application/vnd.kubernetes.protobuf;stream=watch",
+    "application/cbor-seq",
 ];
 /// No server-side apply yet. Strategic merge patch is listed, so kubectl's client-side apply computes one from
 /// the schemas' `x-kubernetes-patch-*` extensions (it checks this list in OpenAPI v3).

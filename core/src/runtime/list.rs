@@ -72,7 +72,7 @@ pub struct ListWriter {
 
 impl ListWriter {
     /// Writes the head into `buf`. Protobuf's envelope states the message's length first, so it needs every item
-    /// (`items`) up front; JSON does not.
+    /// (`items`) up front; CBOR's definite-length `items` array needs their number; JSON needs neither.
     pub fn start(
         api_version: &str,
         kind: &str,
@@ -103,6 +103,23 @@ impl ListWriter {
                 codec::write_envelope_header(buf, api_version, kind, raw_len);
                 message::encode(1, metadata, buf);
             }
+            MediaType::Cbor => {
+                let items = items.ok_or_else(|| {
+                    CodecError::Encode("a CBOR list needs its number of items first".into())
+                })?;
+                // The bytes `encode_cbor` writes for the whole list: the tag, a map of the four
+                // fields (`List` always writes `metadata` and `items`), then the items array.
+                buf.extend_from_slice(&codec::CBOR_SELF_DESCRIBED);
+                codec::write_map_header(buf, 4);
+                codec::write_text(buf, "kind");
+                codec::write_text(buf, kind);
+                codec::write_text(buf, "apiVersion");
+                codec::write_text(buf, api_version);
+                codec::write_text(buf, "metadata");
+                codec::write_cbor(buf, metadata)?;
+                codec::write_text(buf, "items");
+                codec::write_array_header(buf, items.len());
+            }
             MediaType::Yaml => {
                 return Err(CodecError::Encode(
                     "a YAML list is not made of encoded items".into(),
@@ -119,6 +136,8 @@ impl ListWriter {
                 buf.push(0x12);
                 prost::encoding::encode_varint(item.len() as u64, buf);
             }
+            // CBOR items follow each other with nothing between.
+            MediaType::Cbor => {}
             _ if self.written > 0 => buf.push(b','),
             _ => {}
         }
@@ -130,6 +149,8 @@ impl ListWriter {
     pub fn finish(self, buf: &mut Vec<u8>) {
         match self.format {
             MediaType::Protobuf => buf.extend_from_slice(&codec::ENVELOPE_TRAILER),
+            // The array and map had definite lengths: nothing closes them.
+            MediaType::Cbor => {}
             _ => buf.extend_from_slice(b"]}"),
         }
     }

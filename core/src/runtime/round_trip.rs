@@ -94,6 +94,23 @@ pub fn check<H: Resource>(codec: &ResourceCodec<H>, valid: impl Fn(&H) -> bool) 
                         H::KIND
                     )));
                 }
+                // CBOR carries exactly what JSON carries: the same document, field for field.
+                if format == MediaType::Cbor {
+                    let as_json = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).map_err(|e| TestCaseError::fail(e.to_string()));
+                    let transcoded = crate::codec::cbor_to_json(&encoded)
+                        .map_err(|e| TestCaseError::fail(format!("transcoding {version} CBOR: {e}")))?;
+                    let json_encoded = codec
+                        .encode(&hub, version, MediaType::Json)
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    if as_json(&transcoded)? != as_json(&json_encoded)? {
+                        return Err(TestCaseError::fail(format!(
+                            "{} {version}: CBOR and JSON differ:\n  cbor {}\n  json {}",
+                            H::KIND,
+                            String::from_utf8_lossy(&transcoded),
+                            String::from_utf8_lossy(&json_encoded)
+                        )));
+                    }
+                }
             }
         }
         Ok(())

@@ -83,10 +83,13 @@ const ESTIMATED_COST_LIMIT: u64 = 10_000_000;
 /// Compiles every rule of `schema` and checks its estimated cost (with the node's schema bounding `self` and
 /// `oldSelf`) against upstream's per-rule limit, as kube-apiserver does when a CRD is created: a rule that does not
 /// compile, or could cost more than a request may spend on it, is refused when the server starts rather than when a
-/// request runs it. Each error names the rule by its schema path, as upstream's CRD validation does.
+/// request runs it. A rule's estimate is multiplied by how many times it can run in one request: the product of the
+/// `maxItems`/`maxProperties` of the lists and maps above it, or, under one without, the most times its data fits in a
+/// request ([`apiserver_cel::max_cardinality`]), as upstream's `getExpressionCost`. Each error names the rule by its
+/// schema path, as upstream's CRD validation does.
 pub(crate) fn check_rules_statically(schema: &Json) -> Result<(), Vec<String>> {
     let mut errors = Vec::new();
-    statically_at(schema, "openAPIV3Schema", &mut errors);
+    statically_at(schema, "openAPIV3Schema", Some(1), &mut errors);
     if errors.is_empty() {
         Ok(())
     } else {
@@ -94,7 +97,30 @@ pub(crate) fn check_rules_statically(schema: &Json) -> Result<(), Vec<String>> {
     }
 }
 
-fn statically_at(node: &Json, path: &str, errors: &mut Vec<String>) {
+/// By how much `schema` multiplies the occurrences of its children (upstream's `extractMaxElements`): a list's
+/// `maxItems`, a map's `maxProperties`, `None` for a list or map without; 1 for a struct.
+fn max_elements(schema: &Json) -> Option<u64> {
+    let bound = |name: &str| {
+        schema
+            .get(name)
+            .and_then(Json::as_i64)
+            .map(|n| n.max(0) as u64)
+    };
+    match schema.get("type").and_then(Json::as_str) {
+        Some("array") => bound("maxItems"),
+        Some("object")
+            if schema
+                .get("additionalProperties")
+                .is_some_and(|a| a != false) =>
+        {
+            bound("maxProperties")
+        }
+        _ => Some(1),
+    }
+}
+
+/// `cardinality`: how many times `node`'s data can occur in a request, `None` when unbounded.
+fn statically_at(node: &Json, path: &str, cardinality: Option<u64>, errors: &mut Vec<String>) {
     let Json::Object(map) = node else {
         return;
     };
@@ -123,26 +149,38 @@ fn statically_at(node: &Json, path: &str, errors: &mut Vec<String>) {
                     schema: node,
                 },
             ];
-            if let Err(e) = compiled.check_estimated_cost(&variables, ESTIMATED_COST_LIMIT) {
+            let times = cardinality.unwrap_or_else(|| apiserver_cel::max_cardinality(node));
+            if let Err(e) =
+                compiled.check_estimated_cost_times(&variables, times, ESTIMATED_COST_LIMIT)
+            {
                 errors.push(format!("{at}: Forbidden: {e}"));
             }
         }
     }
+    let children = cardinality
+        .zip(max_elements(node))
+        .map(|(c, n)| c.saturating_mul(n));
     if let Some(Json::Object(properties)) = map.get("properties") {
         for (name, sub) in properties {
-            statically_at(sub, &format!("{path}.properties[{name}]"), errors);
+            statically_at(sub, &format!("{path}.properties[{name}]"), children, errors);
         }
     }
     if let Some(items) = map.get("items") {
-        statically_at(items, &format!("{path}.items"), errors);
+        statically_at(items, &format!("{path}.items"), children, errors);
     }
     if let Some(values) = map.get("additionalProperties") {
-        statically_at(values, &format!("{path}.additionalProperties"), errors);
+        statically_at(
+            values,
+            &format!("{path}.additionalProperties"),
+            children,
+            errors,
+        );
     }
     for key in ["allOf", "anyOf", "oneOf"] {
         if let Some(Json::Array(alternatives)) = map.get(key) {
             for (i, sub) in alternatives.iter().enumerate() {
-                statically_at(sub, &format!("{path}.{key}[{i}]"), errors);
+                // the same data, seen another way
+                statically_at(sub, &format!("{path}.{key}[{i}]"), cardinality, errors);
             }
         }
     }
@@ -438,6 +476,80 @@ mod tests {
             errors[0].contains("Invalid value") && errors[0].contains("compilation failed"),
             "{errors:?}"
         );
+    }
+
+    /// A rule's estimate is multiplied by how often it can run: the sizes of the lists above it, or, under a list
+    /// without `maxItems`, the most times its data fits in a request.
+    #[test]
+    fn rules_under_lists_cost_as_often_as_they_can_run() {
+        // each inner list: at most 10 numbers; the rule costs some tens
+        let inner = |rule: &str| {
+            json!({
+                "type": "array", "maxItems": 10, "items": {"type": "integer"},
+                VALIDATIONS: [{"rule": rule}],
+            })
+        };
+        let outer = |max_items: Option<u64>, rule: &str| {
+            let mut list = json!({"type": "array", "items": inner(rule)});
+            if let Some(max) = max_items {
+                list["maxItems"] = max.into();
+            }
+            json!({"type": "object", "properties": {"rows": list}})
+        };
+        let rule = "self.all(x, x > 0)";
+        let once =
+            Program::compile(rule)
+                .unwrap()
+                .estimate_cost(&[apiserver_cel::VariableSchema {
+                    name: "self",
+                    schema: &inner(rule),
+                }]);
+        assert!(once.max > 10 && once.max < 1000, "{once:?}");
+        // under a list of 100: 100 times, fine
+        assert!(check_rules_statically(&outer(Some(100), rule)).is_ok());
+        // under lists of 100 and 10,000 (a map without maxProperties in between is unbounded too)
+        let nested = json!({"type": "object", "properties": {"grid": {
+            "type": "array", "maxItems": 10_000,
+            "items": {"type": "array", "maxItems": 100, "items": inner(rule)},
+        }}});
+        let errors = check_rules_statically(&nested).unwrap_err();
+        let factor = (once.max * 1_000_000) as f64 / 10_000_000.0;
+        assert_eq!(
+            errors,
+            vec![format!(
+                "openAPIV3Schema.properties[grid].items.items.x-kubernetes-validations[0].rule: Forbidden: \
+                 estimated rule cost exceeds budget by factor of {} (try simplifying the rule, or adding maxItems, \
+                 maxProperties, and maxLength where arrays, maps, and strings are declared)",
+                if factor < 1.5 {
+                    format!("{factor:.6}x")
+                } else {
+                    format!("{factor:.1}x")
+                }
+            )]
+        );
+        // under a list without maxItems: as often as a 2-byte `[]` and a comma fit in 3 MiB
+        assert_eq!(
+            apiserver_cel::max_cardinality(&inner(rule)),
+            3 * 1024 * 1024 / 3
+        );
+        let errors = check_rules_statically(&outer(None, rule)).unwrap_err();
+        assert!(
+            errors[0].starts_with("openAPIV3Schema.properties[rows].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget"),
+            "{errors:?}"
+        );
+        // the same under a map: bounded by maxProperties, unbounded without
+        let map = |max: Option<u64>| {
+            let mut m = json!({"type": "object", "additionalProperties": inner(rule)});
+            if let Some(max) = max {
+                m["maxProperties"] = max.into();
+            }
+            json!({"type": "object", "properties": {"byName": m}})
+        };
+        assert!(check_rules_statically(&map(Some(100))).is_ok());
+        assert!(check_rules_statically(&map(None)).is_err());
+        // fields of a struct run once per struct
+        let fields = json!({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": inner(rule)}}}});
+        assert!(check_rules_statically(&fields).is_ok());
     }
 
     fn schema() -> Json {

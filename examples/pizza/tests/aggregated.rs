@@ -351,6 +351,7 @@ async fn behind_kube_apiserver() {
     namespace_lifecycle(&admin).await;
     webhooks::admission_webhooks(&cluster, &admin, &direct).await;
     webhooks::admission_policies(&cluster, &admin, &direct).await;
+    webhooks::authorizer_policies(&cluster, &admin).await;
     webhooks::mutating_policies(&cluster, &admin, &direct).await;
     deployment_folder_applies(&admin);
     authorization_fails_closed(&cluster, &server_kubeconfig, &cert, &key, &serving_ca).await;

@@ -176,7 +176,7 @@ async fn media_types_json_yaml_protobuf() {
         &body,
         406,
         "NotAcceptable",
-        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor",
     );
     let (code, _, body) = server
         .raw(
@@ -819,7 +819,7 @@ async fn watch_list_initial_events_end_with_a_bookmark() {
 }
 
 /// A list sent in pieces as its items are encoded (or found already encoded) is byte for byte the list encoded
-/// whole, in JSON and protobuf, in both versions, cold and from the kept encodings, whole and by pages: lists
+/// whole, in JSON, protobuf and CBOR, in both versions, cold and from the kept encodings, whole and by pages: lists
 /// large enough to take several pieces, checked against `encode_list` of the objects they carry.
 #[tokio::test(flavor = "multi_thread")]
 async fn streamed_lists_are_the_lists_encoded_whole() {
@@ -905,6 +905,17 @@ async fn streamed_lists_are_the_lists_encoded_whole() {
                 assert!(
                     body == whole,
                     "{version}{query} {round}: protobuf differs from the list encoded whole"
+                );
+                let cbor = ("accept", "application/cbor");
+                let (code, headers, body) = server.raw("GET", &path, &[cbor], vec![]).await;
+                assert_eq!(code, 200);
+                assert_eq!(headers["content-type"], "application/cbor");
+                let whole = codec
+                    .encode_list(&meta, &items, version, apiserver::codec::MediaType::Cbor)
+                    .unwrap();
+                assert!(
+                    body == whole,
+                    "{version}{query} {round}: CBOR differs from the list encoded whole"
                 );
             }
         }

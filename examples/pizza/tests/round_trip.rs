@@ -176,7 +176,8 @@ proptest! {
 
 proptest! {
     /// A list put together from items encoded one by one (what LIST serves from its kept encodings) is byte for
-    /// byte the list encoded whole, in every served version, JSON and protobuf, with and without a continue token.
+    /// byte the list encoded whole, in every served version, JSON, protobuf and CBOR, with and without a continue
+    /// token.
     #[test]
     fn lists_of_encoded_items_are_the_lists_encoded_whole(
         pizzas in prop::collection::vec(pizza(), 0..5),
@@ -191,7 +192,7 @@ proptest! {
             ..Default::default()
         };
         for version in ["v1alpha1", "v1beta1"] {
-            for format in [MediaType::Json, MediaType::Protobuf] {
+            for format in [MediaType::Json, MediaType::Protobuf, MediaType::Cbor] {
                 let whole = codec.encode_list(&meta, &pizzas, version, format).unwrap();
                 let items: Vec<bytes::Bytes> = pizzas
                     .iter()

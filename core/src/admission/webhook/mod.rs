@@ -121,7 +121,7 @@ impl<C: Configuration> Webhooks<C> {
         Ok(Webhooks {
             configurations,
             clients: Clients::new(cluster.clone(), auth),
-            conditions: Conditions::default(),
+            conditions: Conditions::new(initializer.authorizer.clone()),
             metrics: initializer.metrics.clone(),
             kind,
             cluster,
@@ -186,13 +186,18 @@ impl<C: Configuration> Webhooks<C> {
     }
 
     /// Whether the webhook's `matchConditions` hold for the request as it would be sent.
-    fn conditions_match(&self, hook: &Hook, invocation: &Invocation<'_>) -> Result<bool, ApiError> {
+    async fn conditions_match(
+        &self,
+        hook: &Hook,
+        invocation: &Invocation<'_>,
+    ) -> Result<bool, ApiError> {
         if hook.match_conditions.is_empty() {
             return Ok(true);
         }
         let review = review::request(invocation, "", "v1");
         self.conditions
             .matches(hook, &review["request"], invocation.attributes)
+            .await
     }
 
     /// Calls one webhook and checks its answer, counted and timed as upstream's `ObserveWebhook`.
@@ -352,7 +357,7 @@ impl Plugin for ValidatingWebhooks {
                 version,
                 ..invocation(version)
             };
-            if webhooks.conditions_match(hook, &invocation)? {
+            if webhooks.conditions_match(hook, &invocation).await? {
                 called.push((hook, invocation));
             }
         }
@@ -459,7 +464,7 @@ impl MutatingWebhooks {
                 object: Some(&value),
                 old_object: old_versioned[&version].as_ref(),
             };
-            if !webhooks.conditions_match(hook, &invocation)? {
+            if !webhooks.conditions_match(hook, &invocation).await? {
                 current = Some(Versioned { version, value });
                 continue;
             }

@@ -152,7 +152,7 @@ pub(super) fn new_event(request: &Request, attributes: Attributes) -> Event {
         resource,
         subresource,
         name,
-        path: _,
+        ..
     } = attributes;
     let object_ref = is_resource_request.then(|| ObjectReference {
         resource,
@@ -221,10 +221,13 @@ fn content_type(headers: &HeaderMap) -> String {
     header_str(headers, CONTENT_TYPE).to_ascii_lowercase()
 }
 
-/// A JSON or YAML body as JSON; `None` for protobuf and anything that does not parse.
+/// A JSON, YAML or CBOR body as JSON; `None` for protobuf and anything that does not parse.
 fn to_json(body: &[u8], content_type: &str) -> Option<Value> {
     if body.is_empty() || content_type.contains("protobuf") {
         return None;
+    }
+    if content_type.contains("cbor") {
+        return serde_json::from_slice(&crate::codec::cbor_to_json(body).ok()?).ok();
     }
     if content_type.contains("yaml") {
         let (json, _) = crate::codec::yaml_to_json(body).ok()?;
@@ -233,7 +236,7 @@ fn to_json(body: &[u8], content_type: &str) -> Option<Value> {
     serde_json::from_slice(body).ok()
 }
 
-/// The body as a `Status`, if it is one (JSON, YAML or protobuf).
+/// The body as a `Status`, if it is one (JSON, YAML, CBOR or protobuf).
 fn as_status(body: &[u8], content_type: &str) -> Option<Status> {
     if content_type.contains("protobuf") {
         let unknown = crate::codec::decode_unknown(body).ok()?;
@@ -273,9 +276,9 @@ struct HeadMeta {
 }
 
 impl ObjectHead {
-    /// From a JSON (or YAML) body; `None` for protobuf and what does not parse.
+    /// From a JSON (or YAML, or CBOR) body; `None` for protobuf and what does not parse.
     fn parse(body: &[u8], content_type: &str) -> Option<ObjectHead> {
-        if content_type.contains("yaml") {
+        if content_type.contains("yaml") || content_type.contains("cbor") {
             return to_json(body, content_type).map(|v| Self::of_value(&v));
         }
         if body.is_empty() || content_type.contains("protobuf") {
@@ -478,5 +481,26 @@ mod tests {
         );
         assert_eq!(events[1]["user"]["username"], "system:anonymous");
         assert_eq!(events[1]["verb"], "list");
+    }
+
+    #[test]
+    fn cbor_bodies_are_read_as_json() {
+        let object = serde_json::json!({"metadata": {"name": "salami", "namespace": "", "uid": "u1",
+            "resourceVersion": "7"}, "spec": {"cost": 0.5}});
+        let cbor = crate::codec::encode_cbor("v1alpha1", "Topping", &object).unwrap();
+        for content_type in ["application/cbor", "application/apply-patch+cbor"] {
+            let json = to_json(&cbor, content_type).unwrap();
+            assert_eq!(json["kind"], "Topping");
+            assert_eq!(json["spec"]["cost"], 0.5);
+            let head = ObjectHead::parse(&cbor, content_type).unwrap();
+            assert_eq!(head.metadata.name, "salami");
+            assert_eq!(head.metadata.resource_version, "7");
+        }
+        // Not CBOR: nothing, not a panic.
+        assert!(to_json(b"{}", "application/cbor").is_none());
+        let status = Status::from(&crate::registry::ApiError::new(404, "NotFound", "gone"));
+        let cbor = crate::codec::encode_cbor_document(&status).unwrap();
+        let read = as_status(&cbor, "application/cbor").unwrap();
+        assert_eq!((read.code, read.message.as_str()), (404, "gone"));
     }
 }

@@ -82,6 +82,7 @@ pub fn attributes(user: &User, info: &RequestInfo) -> Attributes {
         subresource: info.subresource.clone(),
         name: info.name.clone(),
         path: info.path.clone(),
+        ..Attributes::default()
     }
 }
 

@@ -2,7 +2,8 @@
 //! some pizzas (called in the version its rule names, only in namespaces its selector picks, not for pizzas its
 //! CEL match condition exempts), a mutating webhook reached through a Service adding a label, a webhook that
 //! times out under `failurePolicy: Fail` and `Ignore`; they are an in-test HTTPS server on loopback that records
-//! what it was sent. ValidatingAdmissionPolicies: a denying policy with a ConfigMap parameter and a warning one.
+//! what it was sent. ValidatingAdmissionPolicies: a denying policy with a ConfigMap parameter and a warning one, and
+//! one asking the CEL `authorizer` ([`authorizer`]).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -20,6 +21,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::{Direct, GROUP, Metrics, kubectl, kubectl_ok, pizza};
+
+mod authorizer;
+pub use authorizer::authorizer_policies;
 
 /// The AdmissionReview requests the webhooks got, with the webhook's path.
 #[derive(Clone, Default)]
