@@ -254,6 +254,33 @@ impl Load {
         .await
     }
 
+    /// One page of 500 toppings after `token`: its status (0 without an answer) and its continue token (empty on
+    /// the last page; `None` when the answer is not a readable list).
+    async fn page(&self, token: &str) -> (u16, Option<String>) {
+        #[derive(serde::Deserialize)]
+        struct Page {
+            metadata: PageMeta,
+        }
+        #[derive(serde::Deserialize)]
+        struct PageMeta {
+            #[serde(default, rename = "continue")]
+            continue_: String,
+        }
+        let request = self
+            .client
+            .get(self.url(TOPPINGS))
+            .query(&[("limit", "500"), ("continue", token)]);
+        let Ok(response) = request.send().await else {
+            return (0, None);
+        };
+        let status = response.status().as_u16();
+        let body = response.bytes().await.unwrap_or_default();
+        let next = serde_json::from_slice::<Page>(&body)
+            .ok()
+            .map(|p| p.metadata.continue_);
+        (status, next)
+    }
+
     /// The length of one topping's JSON as the server answers a GET (0 when it cannot be read).
     pub async fn object_bytes(&self, name: &str) -> usize {
         match self
@@ -284,20 +311,9 @@ impl Load {
                 let walk = i % clients;
                 let (page, token) = walks.lock().unwrap_or_else(|e| e.into_inner())[walk].clone();
                 let start = Instant::now();
-                let request = load
-                    .client
-                    .get(load.url(TOPPINGS))
-                    .query(&[("limit", "500"), ("continue", token.as_str())]);
-                let Ok(response) = request.send().await else {
-                    return (start.elapsed(), 0);
-                };
-                let status = response.status().as_u16();
-                let body = response.bytes().await.unwrap_or_default();
+                let (status, next) = load.page(&token).await;
                 let elapsed = start.elapsed();
-                let next = serde_json::from_slice::<Value>(&body)
-                    .ok()
-                    .and_then(|v| v["metadata"]["continue"].as_str().map(str::to_string))
-                    .filter(|t| !t.is_empty() && page + 1 < pages_per_walk);
+                let next = next.filter(|t| !t.is_empty() && page + 1 < pages_per_walk);
                 walks.lock().unwrap_or_else(|e| e.into_inner())[walk] = match next {
                     Some(token) => (page + 1, token),
                     None => (0, String::new()),
@@ -357,15 +373,6 @@ impl Load {
     /// Walks the whole collection in pages of 500 (`limit` and `continue`, as kubectl and informers list): one
     /// request of this phase is one walk, from the first page to the last.
     pub async fn list_pages(self: &Arc<Self>) -> PhaseResult {
-        #[derive(serde::Deserialize)]
-        struct Page {
-            metadata: PageMeta,
-        }
-        #[derive(serde::Deserialize)]
-        struct PageMeta {
-            #[serde(default, rename = "continue")]
-            continue_: String,
-        }
         let load = self.clone();
         self.parallel(
             "list (pages of 500)",
@@ -378,22 +385,11 @@ impl Load {
                     let start = Instant::now();
                     let mut token = String::new();
                     loop {
-                        let request = load
-                            .client
-                            .get(load.url(TOPPINGS))
-                            .query(&[("limit", "500"), ("continue", token.as_str())]);
-                        let Ok(response) = request.send().await else {
-                            return (start.elapsed(), 0);
-                        };
-                        let status = response.status().as_u16();
-                        let body = response.bytes().await.unwrap_or_default();
-                        if status != 200 {
-                            return (start.elapsed(), status);
-                        }
-                        match serde_json::from_slice::<Page>(&body) {
-                            Ok(page) if page.metadata.continue_.is_empty() => break,
-                            Ok(page) => token = page.metadata.continue_,
-                            Err(_) => return (start.elapsed(), 0),
+                        match load.page(&token).await {
+                            (200, Some(next)) if next.is_empty() => break,
+                            (200, Some(next)) => token = next,
+                            (200, None) => return (start.elapsed(), 0),
+                            (status, _) => return (start.elapsed(), status),
                         }
                     }
                     (start.elapsed(), 200)

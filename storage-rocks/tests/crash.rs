@@ -37,12 +37,7 @@ fn crash_child_writer() {
     let Some(dir) = std::env::var_os(CHILD_ENV) else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async move {
+    crash::runtime().block_on(async move {
         let store = RocksStorage::open(&dir, &options()).expect("child: open");
         let out = Arc::new(Mutex::new(std::io::stdout()));
         let ack = move |o: &StoredObject| {
@@ -159,12 +154,7 @@ fn acknowledged_writes_survive_sigkill() {
         );
     }
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async move {
+    crash::runtime().block_on(async move {
         let store = RocksStorage::open(dir.path(), &options()).expect("reopen after SIGKILL");
         let current = store.current_revision().await.expect("current revision");
         let max_acked = *acked.keys().last().expect("acks");
@@ -237,21 +227,13 @@ fn acknowledged_writes_survive_sigkill() {
 /// Set (to the database directory) only in the child of the watch-and-compaction scenario.
 const WATCH_CHILD_ENV: &str = "APISERVER_ROCKS_CRASH_WATCH_CHILD_DIR";
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 /// The child of [`acknowledged_writes_survive_sigkill_during_watch_and_compaction`]: does nothing otherwise.
 #[test]
 fn crash_child_with_watch_and_compaction() {
     let Some(dir) = std::env::var_os(WATCH_CHILD_ENV) else {
         return;
     };
-    runtime().block_on(async move {
+    crash::runtime().block_on(async move {
         let store = RocksStorage::open(&dir, &options()).expect("child: open");
         crash::crash_child(Arc::new(store), "/crash").await;
     });
@@ -270,7 +252,7 @@ fn acknowledged_writes_survive_sigkill_during_watch_and_compaction() {
         (WATCH_CHILD_ENV, dir.path().as_os_str()),
         1000,
     );
-    runtime().block_on(async move {
+    crash::runtime().block_on(async move {
         let store = RocksStorage::open(dir.path(), &options()).expect("reopen after SIGKILL");
         crash::check_after_crash(Arc::new(store), "/crash", &lines).await;
     });

@@ -26,12 +26,7 @@ fn crash_child_writer() {
     let Ok(url) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async move {
+    crash::runtime().block_on(async move {
         // The default durability (synchronous=FULL).
         let store = SqlStorage::connect(&url).await.expect("open");
         let mut tasks = Vec::new();
@@ -148,12 +143,7 @@ fn crash_child_with_watch_and_compaction() {
     let Ok(url) = std::env::var(WATCH_CHILD_ENV) else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async move {
+    crash::runtime().block_on(async move {
         let store = SqlStorage::connect(&url).await.expect("child: open");
         crash::crash_child(Arc::new(store), "/crash").await;
     });

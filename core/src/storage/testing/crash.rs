@@ -27,6 +27,15 @@ const KEEP: u64 = 50;
 /// How often the child compacts.
 const COMPACT_EVERY: Duration = Duration::from_millis(20);
 
+/// The runtime a crash test's child and its parent's checks run on: two workers, as the server's machine has.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 /// The child half: creates `<prefix>/w<writer>/<i>` forever while a watch follows the prefix and a compactor
 /// compacts up to the newest revisions (never past the watch); prints `ACK <revision> <key> <value>`, `WATCHED <revision>`, `COMPACTED <revision>` and `WATCH-END
 /// <why>` lines, each once its fact is true.
