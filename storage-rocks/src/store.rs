@@ -41,7 +41,7 @@ pub(crate) struct Shared {
     /// The latest compacted revision.
     pub(crate) compacted: AtomicU64,
     watchers: Mutex<Watchers>,
-    /// Set when a write failed: the store then refuses writes.
+    /// Set while writes fail (the last write failed and none has succeeded since): readiness reports it.
     failure: Mutex<Option<StorageError>>,
     /// Serializes compactions.
     pub(crate) compaction_lock: Mutex<()>,
@@ -91,13 +91,24 @@ impl Shared {
             .clone()
     }
 
-    /// Records a fatal write failure and returns the error every later write gets.
+    /// Records that writes fail, with the error the failed write's callers get.
     pub(crate) fn fail(&self, message: String) -> StorageError {
-        let err = StorageError::Internal(format!(
-            "{message}; the store accepts no more writes until it is reopened"
-        ));
-        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        f.get_or_insert(err).clone()
+        let err = StorageError::Internal(message);
+        *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.clone());
+        err
+    }
+
+    /// Records that a write succeeded: writes work again.
+    pub(crate) fn recovered(&self) {
+        if self
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some()
+        {
+            tracing::info!("rocksdb writes succeed again");
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use apiserver::storage::optimistic::Outcome;
 use apiserver::storage::{Change, StorageError, StoredObject};
@@ -20,10 +21,15 @@ use crate::encoding::{
     CF_HISTORY, CF_LATEST, CF_LOG, LogRecord, META_REVISION, WriteKind, history_key, history_value,
     latest_value,
 };
+use crate::scan;
 use crate::store::Shared;
 
 /// At most this many requests share one batch.
 const MAX_GROUP: usize = 512;
+
+/// While writes fail, how often an idle writer tries a write of its own, so that readiness recovers without a
+/// client write (RocksDB resumes by itself once space returns: its `SstFileManager` checks every 5 s).
+const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A conditional write.
 #[derive(Debug)]
@@ -52,7 +58,22 @@ pub(crate) fn spawn(
     let handle = std::thread::Builder::new()
         .name("rocksdb-writer".into())
         .spawn(move || {
-            while let Ok(first) = rx.recv() {
+            loop {
+                let first = if shared.failure().is_some() {
+                    match rx.recv_timeout(PROBE_INTERVAL) {
+                        Ok(first) => first,
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            probe(&shared, &write_opts);
+                            continue;
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                } else {
+                    match rx.recv() {
+                        Ok(first) => first,
+                        Err(_) => break,
+                    }
+                };
                 let mut group = vec![first];
                 while group.len() < MAX_GROUP {
                     match rx.try_recv() {
@@ -125,14 +146,20 @@ fn decide(key: &str, live: Option<(u64, Bytes)>, op: Op) -> Decision {
     }
 }
 
+/// Rewrites the current revision as it is: a write that changes nothing, to learn whether writes work again.
+fn probe(shared: &Shared, write_opts: &WriteOptions) {
+    let revision = shared.committed.load(Ordering::Acquire);
+    if shared
+        .db
+        .put_opt(META_REVISION, revision.to_be_bytes(), write_opts)
+        .is_ok()
+    {
+        shared.recovered();
+    }
+}
+
 /// Decides, writes and acknowledges one group of requests.
 fn commit(shared: &Shared, write_opts: &WriteOptions, group: Vec<Request>) {
-    if let Some(err) = shared.failure() {
-        for r in group {
-            let _ = r.reply.send(Err(err.clone()));
-        }
-        return;
-    }
     let cfs = (|| {
         Ok((
             shared.cf(CF_LATEST)?,
@@ -214,15 +241,25 @@ fn commit(shared: &Shared, write_opts: &WriteOptions, group: Vec<Request>) {
         let last = next - 1;
         batch.put(META_REVISION, last.to_be_bytes());
         if let Err(e) = shared.db.write_opt(batch, write_opts) {
-            // The state of a failed batch is unknown (RocksDB stops accepting writes after a background error), so
-            // this store stops writing rather than risk reusing revisions.
+            // RocksDB applies a batch whose WAL write failed to nothing, stops taking writes (a "hard" background
+            // error) and, for a full disk, resumes by itself once there is space again, after flushing its
+            // memtables to leave the damaged WAL behind. Its callers cannot know whether it was kept: an
+            // error, as any ambiguous write.
             let err = shared.fail(format!("rocksdb write failed: {e}"));
-            tracing::error!(error = %e, "rocksdb write failed; the store refuses further writes");
+            tracing::error!(error = %e, "rocksdb write failed");
+            // Should the batch have been applied after all, its revisions are taken: publish them rather than
+            // hand them out again.
+            if scan::meta(shared.db.get(META_REVISION), "revision")
+                .is_ok_and(|stored| stored >= last)
+            {
+                shared.publish(last, &entries);
+            }
             for (reply, _) in replies {
                 let _ = reply.send(Err(err.clone()));
             }
             return;
         }
+        shared.recovered();
         shared.publish(last, &entries);
     }
     for (reply, result) in replies {

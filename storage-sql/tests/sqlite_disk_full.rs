@@ -17,7 +17,7 @@ async fn sqlite_disk_full() {
             return;
         }
     };
-    let report = check_disk_full(&fs, false, true, |dir| async move {
+    let report = check_disk_full(&fs, true, |dir| async move {
         let opts =
             SqlStorageOptions::with_url(format!("sqlite://{}", dir.join("state.db").display()));
         Arc::new(SqlStorage::open(&opts).await.expect("open sqlite")) as Arc<dyn Storage>

@@ -78,8 +78,14 @@ impl Drop for SmallFs {
 pub struct DiskFullReport {
     /// The load before the disk filled.
     pub before: RunStats,
+    /// Writes of [`BALLAST_BYTES`] the store took after the filesystem was full, before one failed.
+    pub ballast: usize,
     /// The load on a full disk.
     pub full: RunStats,
+    /// Reads of that load that failed.
+    pub failed_reads: usize,
+    /// How long the store took to write again once space returned.
+    pub resumed: Duration,
     /// The load after space returned.
     pub after: RunStats,
     /// Operations checked for linearizability.
@@ -88,23 +94,18 @@ pub struct DiskFullReport {
 
 /// Runs the scenario on a store `open` opens in `fs` (called at the start, and after dropping the first store, to
 /// reopen): a random load; the disk filled; the same load, in which writes must fail with a 5xx error (not hang,
-/// not panic) while every read still answers; space freed (and, with `reopen_to_resume`, the store reopened, for
-/// a backend that stops writing after a write error until then); the load again, which must succeed entirely;
-/// then the store reopened must read what the first one read last. The whole history must be linearizable.
+/// not panic) while every read still answers; space freed, after which the same store must take writes again
+/// within [`RESUME_WITHIN`] and be ready; the load again, which must succeed entirely; then the store reopened must
+/// read what the first one read last. The whole history must be linearizable.
 ///
 /// With `reads_may_fail`, reads on the full disk may fail too (with a 5xx, as every error here): SQLite now and
 /// then answers a read with `database or disk is full` (seen: 2 reads of 80).
-pub async fn check_disk_full<F, Fut>(
-    fs: &SmallFs,
-    reopen_to_resume: bool,
-    reads_may_fail: bool,
-    open: F,
-) -> DiskFullReport
+pub async fn check_disk_full<F, Fut>(fs: &SmallFs, reads_may_fail: bool, open: F) -> DiskFullReport
 where
     F: Fn(PathBuf) -> Fut,
     Fut: Future<Output = Arc<dyn Storage>>,
 {
-    let mut store = open(fs.path().to_path_buf()).await;
+    let store = open(fs.path().to_path_buf()).await;
     let rec = Recorder::new();
     let prefix = "/registry/diskfull";
     let workload = |seed| Workload {
@@ -124,6 +125,7 @@ where
     );
 
     let filler = fs.fill();
+    let ballast = use_up_reserves(store.as_ref()).await;
     let full_from = rec.now();
     let full = record_storage_history(store.clone(), prefix, &workload(seed + 100), &rec).await;
     let full_to = rec.now();
@@ -144,11 +146,7 @@ where
     }
 
     std::fs::remove_file(filler).expect("free the disk");
-    if reopen_to_resume {
-        drop(store);
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        store = open(fs.path().to_path_buf()).await;
-    }
+    let resumed = resume(store.as_ref()).await;
     let after = record_storage_history(store.clone(), prefix, &workload(seed + 200), &rec).await;
     assert_eq!(
         after.errors + after.timeouts,
@@ -172,8 +170,55 @@ where
     assert!(report.is_linearizable(), "{report}");
     DiskFullReport {
         before,
+        ballast,
         full,
+        failed_reads,
+        resumed,
         after,
         operations: report.operations,
     }
+}
+
+/// The size of each write [`use_up_reserves`] makes.
+pub const BALLAST_BYTES: usize = 64 * 1024;
+
+/// Writes values of [`BALLAST_BYTES`] (under a prefix of their own) until one fails, and returns how many were
+/// taken: a backend may have room set aside before the disk filled (RocksDB preallocates its write-ahead log, 70
+/// MiB by default), and only once that is spent is the disk full for it.
+async fn use_up_reserves(store: &dyn Storage) -> usize {
+    // Compressible, so that a backend that compresses what it flushes needs little room to recover.
+    let value = bytes::Bytes::from(vec![b'x'; BALLAST_BYTES]);
+    for i in 0..4096 {
+        let key = format!("/registry/diskfull-ballast/{i}");
+        if store.create(&key, value.clone()).await.is_err() {
+            return i;
+        }
+    }
+    panic!("the store took 4096 writes of {BALLAST_BYTES} bytes on a full disk");
+}
+
+/// How long a store may take to write again once space has returned (RocksDB looks every 5 s).
+pub const RESUME_WITHIN: Duration = Duration::from_secs(30);
+
+/// Waits until `store` takes a write (of a key outside the checked ones) and reports itself ready; how long that
+/// took.
+async fn resume(store: &dyn Storage) -> Duration {
+    let start = std::time::Instant::now();
+    let probe = "/registry/diskfull-probe/p";
+    let mut last = String::new();
+    while start.elapsed() < RESUME_WITHIN {
+        match store
+            .create(probe, bytes::Bytes::from_static(b"probe"))
+            .await
+        {
+            Ok(_) => {
+                let ready = store.readiness().await;
+                assert!(ready.is_ok(), "a store that writes is not ready: {ready:?}");
+                return start.elapsed();
+            }
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("writes did not resume within {RESUME_WITHIN:?} of space returning: {last}");
 }
