@@ -39,6 +39,10 @@ pub const CBOR_SELF_DESCRIBED: [u8; 3] = [0xd9, 0xd9, 0xf7];
 /// Deepest nesting accepted, the same as the JSON decoder's (serde_json's recursion limit).
 const MAX_DEPTH: usize = 128;
 
+/// The most arrays and maps inside one another: what the JSON decoder takes (its limit of 128 counts the one it
+/// refuses), so that whatever transcodes also decodes.
+const MAX_CONTAINERS: usize = MAX_DEPTH - 1;
+
 /// Whether `data` starts with the self-described CBOR tag (upstream's `RecognizesData`).
 pub fn is_cbor(data: &[u8]) -> bool {
     data.starts_with(&CBOR_SELF_DESCRIBED)
@@ -142,6 +146,7 @@ pub fn cbor_to_json(data: &[u8]) -> Result<Vec<u8>, CodecError> {
         decoder: Decoder::from(data),
         len: data.len(),
         out: Vec::with_capacity(data.len() + data.len() / 2),
+        containers: 0,
     };
     t.item(0)?;
     let end = t.decoder.offset();
@@ -158,6 +163,8 @@ struct Transcoder<'a> {
     decoder: Decoder<&'a [u8]>,
     len: usize,
     out: Vec<u8>,
+    /// Arrays and maps open around the current item.
+    containers: usize,
 }
 
 fn cbor_error(message: impl Into<String>) -> CodecError {
@@ -225,7 +232,11 @@ impl Transcoder<'_> {
                 self.write_json(&text)
             }
             Header::Tag(tag) => self.tagged(tag, depth),
+            Header::Array(_) | Header::Map(_) if self.containers >= MAX_CONTAINERS => {
+                Err(cbor_error(format!("exceeded max nested level {MAX_DEPTH}")))
+            }
             Header::Array(len) => {
+                self.containers += 1;
                 self.out.push(b'[');
                 match len {
                     Some(n) => {
@@ -253,9 +264,11 @@ impl Transcoder<'_> {
                     }
                 }
                 self.out.push(b']');
+                self.containers -= 1;
                 Ok(())
             }
             Header::Map(len) => {
+                self.containers += 1;
                 self.out.push(b'{');
                 let mut seen = HashSet::new();
                 let mut index = 0usize;
@@ -291,6 +304,7 @@ impl Transcoder<'_> {
                     },
                 }
                 self.out.push(b'}');
+                self.containers -= 1;
                 Ok(())
             }
         }
@@ -493,6 +507,33 @@ mod tests {
         let mut input = vec![0x81u8; 127];
         input.push(0x01);
         assert!(cbor_to_json(&input).is_ok());
+    }
+
+    /// Found by fuzzing: 128 arrays one inside another transcoded, and the JSON decoder then refused them.
+    #[test]
+    fn what_transcodes_decodes_as_json() {
+        for (opener, depth) in [
+            (0x81u8, 126),
+            (0x81, 127),
+            (0x81, 128),
+            (0xa1, 127),
+            (0xa1, 128),
+        ] {
+            let mut input = Vec::new();
+            for _ in 0..depth {
+                input.push(opener);
+                if opener == 0xa1 {
+                    input.extend_from_slice(&[0x61, b'k']);
+                }
+            }
+            input.push(0x01);
+            let transcoded = cbor_to_json(&input);
+            let decodes = transcoded
+                .as_ref()
+                .is_ok_and(|json| serde_json::from_slice::<serde_json::Value>(json).is_ok());
+            assert_eq!(transcoded.is_ok(), decodes, "{depth} × {opener:#x}");
+            assert_eq!(transcoded.is_ok(), depth < 128, "{depth} × {opener:#x}");
+        }
     }
 
     #[test]
