@@ -25,24 +25,52 @@ pub(crate) enum Form {
     ListItem,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct FormKey {
-    key: String,
+/// What an entry is found by: the stored revision (one per write in a store) and the served form, both plain
+/// numbers, so that a lookup neither allocates nor hashes strings. The entry holds the object's key as well: two
+/// stores behind one API may use the same revision, and a hit on another key's encoding is a miss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct EntryKey {
     revision: u64,
-    version: String,
+    form: u32,
+}
+
+struct Entry {
+    key: Box<str>,
+    bytes: Bytes,
+}
+
+impl Entry {
+    fn cost(&self) -> usize {
+        self.bytes.len() + self.key.len() + ENTRY_OVERHEAD
+    }
+}
+
+/// A served form: the group and version, the media type and whole object or list item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FormSpec {
+    api_version: String,
     media_type: MediaType,
     form: Form,
 }
 
-impl FormKey {
-    fn cost(&self, bytes: &Bytes) -> usize {
-        bytes.len() + self.key.len() + self.version.len() + ENTRY_OVERHEAD
-    }
+struct Entries {
+    lru: LruCache<EntryKey, Entry>,
+    bytes: usize,
+    /// The forms seen so far, numbered by their index (a handful per API).
+    forms: Vec<FormSpec>,
 }
 
-struct Entries {
-    lru: LruCache<FormKey, Bytes>,
-    bytes: usize,
+impl Entries {
+    fn form_id(&mut self, spec: FormSpec) -> u32 {
+        let index = match self.forms.iter().position(|f| *f == spec) {
+            Some(index) => index,
+            None => {
+                self.forms.push(spec);
+                self.forms.len() - 1
+            }
+        };
+        u32::try_from(index).unwrap_or(u32::MAX)
+    }
 }
 
 /// Encoded objects shared by every resource of an API, within a byte budget.
@@ -65,6 +93,7 @@ impl EncodedObjects {
             entries: Mutex::new(Entries {
                 lru: LruCache::unbounded(),
                 bytes: 0,
+                forms: Vec::new(),
             }),
         }
     }
@@ -83,21 +112,34 @@ impl EncodedObjects {
         form: Form,
         mut encode: impl FnMut(&StoredObject) -> Result<Vec<u8>, ApiError>,
     ) -> Result<Vec<Bytes>, ApiError> {
-        let key = |stored: &StoredObject| FormKey {
-            key: stored.key.clone(),
-            revision: stored.revision,
-            version: api_version.to_string(),
-            media_type,
-            form,
-        };
-        let mut found: Vec<Option<Bytes>> = if self.budget == 0 {
-            vec![None; items.len()]
-        } else {
-            let mut entries = self.entries();
-            items
+        if self.budget == 0 {
+            return items
                 .iter()
-                .map(|stored| entries.lru.get(&key(stored)).cloned())
-                .collect()
+                .map(|stored| encode(stored).map(Bytes::from))
+                .collect();
+        }
+        let (form, mut found): (u32, Vec<Option<Bytes>>) = {
+            let mut entries = self.entries();
+            let form = entries.form_id(FormSpec {
+                api_version: api_version.to_string(),
+                media_type,
+                form,
+            });
+            let found = items
+                .iter()
+                .map(|stored| {
+                    let key = EntryKey {
+                        revision: stored.revision,
+                        form,
+                    };
+                    entries
+                        .lru
+                        .get(&key)
+                        .filter(|entry| *entry.key == *stored.key)
+                        .map(|entry| entry.bytes.clone())
+                })
+                .collect();
+            (form, found)
         };
         let mut fresh = Vec::new();
         for (slot, stored) in found.iter_mut().zip(items) {
@@ -106,26 +148,34 @@ impl EncodedObjects {
                 // Kept for long: without the encoder's spare capacity.
                 encoded.shrink_to_fit();
                 let encoded = Bytes::from(encoded);
-                if self.budget > 0 {
-                    fresh.push((key(stored), encoded.clone()));
-                }
+                let key = EntryKey {
+                    revision: stored.revision,
+                    form,
+                };
+                fresh.push((
+                    key,
+                    Entry {
+                        key: stored.key.as_str().into(),
+                        bytes: encoded.clone(),
+                    },
+                ));
                 *slot = Some(encoded);
             }
         }
         if !fresh.is_empty() {
             let mut entries = self.entries();
-            for (key, encoded) in fresh {
-                let cost = key.cost(&encoded);
+            for (key, entry) in fresh {
+                let cost = entry.cost();
                 if cost > self.budget {
                     continue;
                 }
                 entries.bytes += cost;
-                if let Some(old) = entries.lru.put(key.clone(), encoded) {
-                    entries.bytes -= key.cost(&old);
+                if let Some(old) = entries.lru.put(key, entry) {
+                    entries.bytes -= old.cost();
                 }
                 while entries.bytes > self.budget {
                     match entries.lru.pop_lru() {
-                        Some((k, v)) => entries.bytes -= k.cost(&v),
+                        Some((_, old)) => entries.bytes -= old.cost(),
                         None => break,
                     }
                 }
@@ -212,5 +262,26 @@ mod tests {
             |_| Err(ApiError::internal("broken")),
         );
         assert!(failed.is_err());
+    }
+
+    /// Two stores behind one API number their writes alike: an entry of one key is never served for another.
+    #[test]
+    fn one_revision_of_two_keys_is_two_entries() {
+        let cache = EncodedObjects::default();
+        let encode = |s: &StoredObject| Ok(s.key.clone().into_bytes());
+        let list = |key: &str| {
+            cache
+                .encoded(
+                    &[stored(key, 7)],
+                    "v1",
+                    MediaType::Json,
+                    Form::Object,
+                    encode,
+                )
+                .unwrap()
+        };
+        assert_eq!(list("/a/x"), vec![Bytes::from_static(b"/a/x")]);
+        assert_eq!(list("/b/x"), vec![Bytes::from_static(b"/b/x")]);
+        assert_eq!(list("/a/x"), vec![Bytes::from_static(b"/a/x")]);
     }
 }

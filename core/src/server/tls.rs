@@ -185,17 +185,45 @@ impl ServingCertificate {
             .map_err(|e| invalid(format!("key does not match certificate: {e}")))
     }
 
-    /// The rustls server configuration: this certificate, the `ring` provider, ALPN `h2` then `http/1.1`, and a
-    /// request for (not a demand of) a client certificate.
+    /// The rustls server configuration: this certificate, the `ring` provider with the server's choice of cipher
+    /// suite ([`aes_128_first`]), ALPN `h2` then `http/1.1`, and a request for (not a demand of) a client
+    /// certificate.
     pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(aes_128_first(rustls::crypto::ring::default_provider()));
         let mut config = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()?
             .with_client_cert_verifier(Arc::new(RequestClientCertificate { provider }))
             .with_single_cert(self.chain.clone(), self.key.clone_key())?;
+        config.ignore_client_order = true;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
+}
+
+/// The provider's suites with AES-128-GCM before AES-256-GCM, each kind in its own order: what Go's server (so
+/// kube-apiserver) picks for a client that offers AES-GCM first, and about a quarter less work per byte than
+/// AES-256 (10 rounds, not 14), which a large LIST spends most of its encryption on. Go falls back to
+/// ChaCha20-Poly1305 first for clients that name it first (no AES hardware); rustls has no such rule, so they
+/// get AES-128 too.
+fn aes_128_first(mut provider: rustls::crypto::CryptoProvider) -> rustls::crypto::CryptoProvider {
+    use rustls::CipherSuite;
+    let rank = |suite: CipherSuite| match suite {
+        CipherSuite::TLS13_AES_128_GCM_SHA256
+        | CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+        | CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => 0,
+        CipherSuite::TLS13_AES_256_GCM_SHA384
+        | CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+        | CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => 1,
+        _ => 2,
+    };
+    // Stable: TLS 1.3 suites stay before TLS 1.2 ones, ECDSA before RSA.
+    provider.cipher_suites.sort_by_key(|suite| {
+        (
+            suite.version() == &rustls::version::TLS12,
+            rank(suite.suite()),
+        )
+    });
+    provider
 }
 
 /// Asks every client for a certificate and checks that the client holds its key, but leaves judging the
@@ -394,6 +422,55 @@ mod tests {
         assert!(third.generated);
         assert_ne!(std::fs::read(dir.join(CERT_FILE)).unwrap(), bytes);
         third.server_config().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A client that prefers AES-256 (rustls' and OpenSSL's default order) gets AES-128, as from Go's server.
+    #[test]
+    fn the_server_picks_aes_128_gcm() {
+        let dir = std::env::temp_dir().join(format!("apiserver-tls-{}", uuid::Uuid::new_v4()));
+        let serving = ServingCertificate::load_or_generate(&dir).unwrap();
+        let mut roots = RootCertStore::empty();
+        for ca in CertificateDer::pem_slice_iter(serving.ca_pem.as_deref().unwrap().as_bytes()) {
+            roots.add(ca.unwrap()).unwrap();
+        }
+        for versions in [&[&rustls::version::TLS13][..], &[&rustls::version::TLS12]] {
+            let client_config = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_protocol_versions(versions)
+            .unwrap()
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth();
+            let mut client = rustls::ClientConnection::new(
+                Arc::new(client_config),
+                ServerName::try_from("localhost").unwrap(),
+            )
+            .unwrap();
+            let mut server =
+                rustls::ServerConnection::new(serving.server_config().unwrap()).unwrap();
+            // The handshake in memory: each side's output is the other's input.
+            while client.is_handshaking() || server.is_handshaking() {
+                let mut wire = Vec::new();
+                client.write_tls(&mut wire).unwrap();
+                server.read_tls(&mut wire.as_slice()).unwrap();
+                server.process_new_packets().unwrap();
+                let mut wire = Vec::new();
+                server.write_tls(&mut wire).unwrap();
+                client.read_tls(&mut wire.as_slice()).unwrap();
+                client.process_new_packets().unwrap();
+            }
+            let suite = server.negotiated_cipher_suite().unwrap().suite();
+            assert!(
+                matches!(
+                    suite,
+                    rustls::CipherSuite::TLS13_AES_128_GCM_SHA256
+                        | rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+                        | rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+                ),
+                "{suite:?}"
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
