@@ -17,6 +17,7 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use super::counted::CountedMap;
 use super::{
     Change, EventType, GetOptions, KeyRange, ListOptions, ListPlan, ListResult, Preconditions,
     Predicate, Stats, Storage, StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent,
@@ -100,7 +101,7 @@ struct State {
     ready: bool,
     /// The cache holds every change up to and including this revision.
     revision: u64,
-    objects: BTreeMap<String, StoredObject>,
+    objects: CountedMap<StoredObject>,
     history: VecDeque<Arc<Change>>,
     /// What the changes in `history` hold, in bytes.
     history_bytes: usize,
@@ -363,7 +364,7 @@ impl WatchCache {
             let start = range.as_str().to_string();
             for (_, object) in st
                 .objects
-                .range::<str, _>((Bound::Included(start.as_str()), Bound::Unbounded))
+                .range((Bound::Included(start.as_str()), Bound::Unbounded))
                 .take_while(|(k, _)| range.contains(k))
             {
                 if selected(&opts.predicate, &object.value) {
@@ -414,10 +415,12 @@ impl WatchCache {
         let start = plan.start_key.as_deref().unwrap_or(plan.range.as_str());
         let live = st
             .objects
-            .range::<str, _>((Bound::Included(start), Bound::Unbounded))
+            .range((Bound::Included(start), Bound::Unbounded))
             .take_while(|(k, _)| plan.range.contains(k))
             .map(|(_, o)| o);
-        self.page(live, opts, plan, st.revision)
+        self.page(live, opts, plan, st.revision, |last| {
+            remaining_after(&st.objects, &plan.range, last)
+        })
     }
 
     /// Serves a list from memory as it was at revision `at`: the current objects, with every key written since put
@@ -453,14 +456,24 @@ impl WatchCache {
         }
         let now = st
             .objects
-            .range::<str, _>((Bound::Included(start), Bound::Unbounded))
+            .range((Bound::Included(start), Bound::Unbounded))
             .take_while(|(k, _)| plan.range.contains(k))
             .map(|(k, o)| (k.as_str(), o));
         let merged = MergeAt {
             now: now.peekable(),
             then: then.iter().map(|(k, o)| (*k, o)).peekable(),
         };
-        Some(self.page(merged, opts, plan, at))
+        // What follows `last` now, with the keys written since `at` counted as they were then.
+        let remaining = |last: &str| {
+            let changed = then
+                .range::<&str, _>((Bound::Excluded(last), Bound::Unbounded))
+                .map(|(key, was)| {
+                    isize::from(was.is_some()) - isize::from(st.objects.get(key).is_some())
+                })
+                .sum::<isize>();
+            remaining_after(&st.objects, &plan.range, last).saturating_add_signed(changed)
+        };
+        Some(self.page(merged, opts, plan, at, remaining))
     }
 
     /// One page of `objects` (in key order, from the plan's start): the selected ones up to the limit, and a
@@ -471,6 +484,7 @@ impl WatchCache {
         opts: &ListOptions,
         plan: &ListPlan,
         revision: u64,
+        remaining: impl FnOnce(&str) -> usize,
     ) -> Result<ListResult, StorageError> {
         let mut objects = objects.peekable();
         let limit = usize::try_from(opts.limit).unwrap_or(usize::MAX);
@@ -505,10 +519,19 @@ impl WatchCache {
                 revision as i64,
             )?);
             if opts.predicate.is_everything() {
-                result.remaining_item_count = Some(objects.count() as i64);
+                result.remaining_item_count = Some(remaining(last) as i64);
             }
         }
         Ok(result)
+    }
+}
+
+/// How many objects of `range` come after the key `last` (without walking them: a page of a large collection
+/// must not cost the whole collection).
+fn remaining_after(objects: &CountedMap<StoredObject>, range: &KeyRange, last: &str) -> usize {
+    match range {
+        KeyRange::Prefix(prefix) => objects.count_after_in_prefix(last, prefix),
+        KeyRange::Exact(_) => 0,
     }
 }
 
@@ -615,7 +638,7 @@ async fn load(shared: &Shared) -> Result<u64, StorageError> {
         m.init_events(objects.len());
         m.initialized(revision);
     });
-    st.objects = objects;
+    st.objects = objects.into();
     st.history_start = revision;
     st.revision = revision;
     st.ready = true;

@@ -17,6 +17,7 @@ use futures::stream::BoxStream;
 pub mod cache;
 mod change;
 mod continue_token;
+mod counted;
 mod error;
 pub mod fields;
 pub mod instrumented;

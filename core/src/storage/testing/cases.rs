@@ -898,9 +898,10 @@ pub async fn list_continuation(store: Store) {
     assert_eq!(keys_of(&p1.items), vec![format!("{p}/a")]);
     assert_eq!(p1.remaining_item_count, Some(2));
     let t1 = p1.continue_token.clone().expect("continue after page 1");
-    // Writes after the first page are not visible to later pages.
+    // Writes after the first page are not visible to later pages, nor counted in their remainingItemCount.
     set(&store, &format!("{p}/b"), plain("b", "2")).await;
     create_obj(&store, &format!("{p}/bb"), plain("bb", "1")).await;
+    delete(&store, &format!("{p}/c")).await;
     let p2 = store.list(&p, &page(Some(t1))).await.expect("page 2");
     assert_eq!(keys_of(&p2.items), vec![format!("{p}/b")]);
     assert_eq!(data_of(&p2.items[0].value), "1");
