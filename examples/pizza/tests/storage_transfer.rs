@@ -1,6 +1,7 @@
 //! `pizza-apiserver storage backup|restore|migrate`, run as the binary a user runs: every ordered pair of the
-//! persistent backends, a live migration with a writer for each backend another process can share, a
-//! restore into each backend, and resourceVersions that only grow across the switch.
+//! persistent backends with 2,000 pizzas written (some relabelled, some deleted), a live migration with a writer
+//! for every ordered pair whose source another process can share (SQLite, Postgres, etcd; RocksDB is held by one
+//! process), a restore into each backend, and resourceVersions that only grow across the switch.
 
 mod support;
 
@@ -238,11 +239,11 @@ async fn every_pair_of_backends_migrates_and_restores() {
     // The seed: a server on SQLite, stopped.
     let mut seed = Place::new("sqlite", &etcd).await;
     let server = seed.serve().await;
-    let source_max = fill(&server, 60).await;
+    let source_max = fill(&server, 2000).await;
     let (source_versions, _) = versions(&server).await;
     seed.stop(server).await;
     let expected = seed.objects();
-    assert!(expected.len() > 40, "{}", expected.len());
+    assert!(expected.len() > 1500, "{}", expected.len());
 
     let mut sources = vec![("sqlite", seed)];
     for backend in &backends[1..] {
@@ -276,6 +277,9 @@ async fn every_pair_of_backends_migrates_and_restores() {
     }
 }
 
+/// Pizzas written before a live migration starts.
+const LIVE_FILL: usize = 1000;
+
 /// A server serves `source` and a writer keeps writing while `migrate --follow` copies it to `target`; after
 /// SIGTERM the target holds exactly what the source holds, and a server on the target answers with larger
 /// resourceVersions only.
@@ -284,7 +288,7 @@ async fn live_migration(source_backend: &str, target_backend: &str) {
     let mut source = Place::new(source_backend, &etcd).await;
     let mut target = Place::new(target_backend, &etcd).await;
     let server = source.serve().await;
-    let mut source_max = fill(&server, 30).await;
+    let mut source_max = fill(&server, LIVE_FILL).await;
 
     let mut migrate = tokio::process::Command::new(BIN)
         .arg("storage")
@@ -311,8 +315,8 @@ async fn live_migration(source_backend: &str, target_backend: &str) {
     }
     // The live writer, while the migration follows.
     let writing = Instant::now();
-    let mut i = 30;
-    while writing.elapsed() < Duration::from_secs(2) {
+    let mut i = LIVE_FILL;
+    while writing.elapsed() < Duration::from_secs(3) {
         source_max = source_max.max(write(&server, i).await);
         i += 1;
     }
@@ -349,8 +353,38 @@ async fn live_migration_from_sqlite_to_rocksdb() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn live_migration_from_sqlite_to_postgres() {
+    live_migration("sqlite", "postgres").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_migration_from_sqlite_to_etcd() {
+    live_migration("sqlite", "etcd").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_migration_from_postgres_to_sqlite() {
+    live_migration("postgres", "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_migration_from_postgres_to_rocksdb() {
+    live_migration("postgres", "rocksdb").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn live_migration_from_postgres_to_etcd() {
     live_migration("postgres", "etcd").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_migration_from_etcd_to_sqlite() {
+    live_migration("etcd", "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_migration_from_etcd_to_rocksdb() {
+    live_migration("etcd", "rocksdb").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
