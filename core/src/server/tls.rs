@@ -186,8 +186,8 @@ impl ServingCertificate {
     }
 
     /// The rustls server configuration: this certificate, the `ring` provider with the server's choice of cipher
-    /// suite ([`aes_128_first`]), ALPN `h2` then `http/1.1`, and a request for (not a demand of) a client
-    /// certificate.
+    /// suite (AES-128-GCM first, see `aes_128_first`), ALPN `h2` then `http/1.1`, and a request for (not a demand
+    /// of) a client certificate.
     pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
         let provider = Arc::new(aes_128_first(rustls::crypto::ring::default_provider()));
         let mut config = ServerConfig::builder_with_provider(provider.clone())

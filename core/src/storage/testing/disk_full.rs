@@ -179,7 +179,7 @@ where
     }
 }
 
-/// The size of each write [`use_up_reserves`] makes.
+/// The size of each write the disk-full scenario makes to spend a backend's reserve (`use_up_reserves`).
 pub const BALLAST_BYTES: usize = 64 * 1024;
 
 /// Writes values of [`BALLAST_BYTES`] (under a prefix of their own) until one fails, and returns how many were
