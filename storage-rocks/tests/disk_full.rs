@@ -11,8 +11,8 @@ use apiserver_storage_rocks::{RocksOptions, RocksStorage};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rocksdb_disk_full() {
-    // RocksDB resumes once the disk has room for a memtable's flush (64 MiB, its `write_buffer_size`) besides what
-    // the store holds.
+    // RocksDB resumes once the disk has room for a memtable's flush (16 MiB, the store's `write_buffer_size`)
+    // besides what the store holds.
     let fs = match SmallFs::mount("160m") {
         Ok(fs) => fs,
         Err(why) => {

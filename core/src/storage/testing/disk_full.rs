@@ -183,8 +183,8 @@ where
 pub const BALLAST_BYTES: usize = 64 * 1024;
 
 /// Writes values of [`BALLAST_BYTES`] (under a prefix of their own) until one fails, and returns how many were
-/// taken: a backend may have room set aside before the disk filled (RocksDB preallocates its write-ahead log, 70
-/// MiB by default), and only once that is spent is the disk full for it.
+/// taken: a backend may have room set aside before the disk filled (RocksDB preallocates its write-ahead log, a
+/// little more than a memtable), and only once that is spent is the disk full for it.
 async fn use_up_reserves(store: &dyn Storage) -> usize {
     // Compressible, so that a backend that compresses what it flushes needs little room to recover.
     let value = bytes::Bytes::from(vec![b'x'; BALLAST_BYTES]);
