@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -481,18 +480,7 @@ async fn cbor_watches_are_cbor_sequences() {
 #[tokio::test(flavor = "multi_thread")]
 async fn python_cbor2_round_trips() {
     let server = TestServer::start(&[NO_COST_CONTROLLER]).await;
-    let python = std::env::var("PIZZA_TEST_PYTHON").unwrap_or_else(|_| "python3".to_string());
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/cbor_client.py");
-    let kubeconfig = server.kubeconfig.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(&python)
-            .arg(script)
-            .arg(&kubeconfig)
-            .output()
-            .unwrap_or_else(|e| panic!("running {python}: {e}"))
-    })
-    .await
-    .expect("the client process");
+    let output = support::run_python("cbor_client.py", &server.kubeconfig).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -6,25 +6,12 @@
 
 mod support;
 
-use std::process::Command;
-
 use support::TestServer;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn python_client_creates_lists_patches_and_watches() {
     let server = TestServer::start(&[]).await;
-    let python = std::env::var("PIZZA_TEST_PYTHON").unwrap_or_else(|_| "python3".to_string());
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/client.py");
-    let kubeconfig = server.kubeconfig.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(&python)
-            .arg(script)
-            .arg(&kubeconfig)
-            .output()
-            .unwrap_or_else(|e| panic!("running {python}: {e}"))
-    })
-    .await
-    .expect("the client process");
+    let output = support::run_python("client.py", &server.kubeconfig).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -8,6 +8,11 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+
+#[path = "member.rs"]
+mod member;
+
+use member::{member_command, spawn_logged};
 use std::time::{Duration, Instant};
 
 use apiserver_storage_etcd::etcd_client::Client;
@@ -82,56 +87,25 @@ impl Cluster {
     }
 
     pub fn spawn(&mut self, i: usize) {
-        let bin = std::env::var_os("ETCD_BIN").unwrap_or_else(|| "etcd".into());
         let initial = self.initial_cluster();
         let client = self.url(i);
         let m = &self.members[i];
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
-        let data = self.dir.path().join(&m.name);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join(format!("{}.log", m.name)))
-            .expect("etcd log");
-        let mut cmd = Command::new(&bin);
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("ETCD") {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.arg("--name")
-            .arg(&m.name)
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--listen-client-urls")
-            .arg(&client)
-            .arg("--advertise-client-urls")
-            .arg(&client)
-            .arg("--listen-peer-urls")
-            .arg(&peer)
-            .arg("--initial-advertise-peer-urls")
-            .arg(&peer)
-            .arg("--initial-cluster")
-            .arg(initial)
-            .arg("--initial-cluster-state")
-            .arg("new")
-            .arg("--initial-cluster-token")
+        let mut cmd = member_command(
+            &m.name,
+            &self.dir.path().join(&m.name),
+            &client,
+            &peer,
+            &initial,
+        );
+        cmd.arg("--initial-cluster-token")
             .arg(self.dir.path().file_name().expect("name"))
             // Fast failure detection on loopback, tolerant enough for a loaded 2-core machine.
             .arg("--heartbeat-interval")
             .arg("100")
             .arg("--election-timeout")
-            .arg("1000")
-            .arg("--logger")
-            .arg("zap")
-            .arg("--log-level")
-            .arg("warn");
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {bin:?} (Debian package etcd-server): {e}"));
+            .arg("1000");
+        let child = spawn_logged(cmd, &self.dir.path().join(format!("{}.log", m.name)));
         std::fs::write(
             self.dir
                 .path()

@@ -16,6 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apiserver_storage_etcd::etcd_client::{self, Client, ConnectOptions};
+use member::{member_command, spawn_logged};
+
+mod member;
 use apiserver_storage_etcd::{EtcdConfig, EtcdStorage};
 
 /// How long etcd may take to become healthy on a loaded machine.
@@ -117,40 +120,15 @@ impl EtcdServer {
     }
 
     fn spawn(&mut self) {
-        let bin = std::env::var_os("ETCD_BIN").unwrap_or_else(|| "etcd".into());
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let client = self.url();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .expect("etcd log file");
-        let mut cmd = Command::new(&bin);
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("ETCD") {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.arg("--name")
-            .arg(&self.name)
-            .arg("--data-dir")
-            .arg(self.data_dir())
-            .arg("--listen-client-urls")
-            .arg(&client)
-            .arg("--advertise-client-urls")
-            .arg(&client)
-            .arg("--listen-peer-urls")
-            .arg(&peer)
-            .arg("--initial-advertise-peer-urls")
-            .arg(&peer)
-            .arg("--initial-cluster")
-            .arg(format!("{}={peer}", self.name))
-            .arg("--initial-cluster-state")
-            .arg("new")
-            .arg("--logger")
-            .arg("zap")
-            .arg("--log-level")
-            .arg("warn");
+        let mut cmd = member_command(
+            &self.name,
+            &self.data_dir(),
+            &client,
+            &peer,
+            &format!("{}={peer}", self.name),
+        );
         if let Some(tls) = &self.tls {
             cmd.arg("--cert-file")
                 .arg(&tls.cert)
@@ -160,12 +138,7 @@ impl EtcdServer {
                 .arg(&tls.ca)
                 .arg("--client-cert-auth");
         }
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log file"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {bin:?} (Debian package etcd-server): {e}"));
+        let child = spawn_logged(cmd, &self.log_path());
         // Kills etcd and removes the directory if this test process goes away without dropping us.
         let watchdog = Command::new("sh")
             .arg("-c")

@@ -363,3 +363,22 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
 pub const NO_COST_CONTROLLER: &str = "--controllers=*,-pizza-cost";
 pub const TOPPINGS: &str = include_str!("../../artifacts/toppings.yaml");
 pub const MARGHERITA: &str = include_str!("../../artifacts/margherita.yaml");
+
+/// Runs `tests/python/<script>` with the server's kubeconfig as its argument, under `$PIZZA_TEST_PYTHON`
+/// (`scripts/test.sh` points it at a virtualenv with the packages the scripts import), else `python3`.
+pub async fn run_python(script: &str, kubeconfig: &Path) -> Output {
+    let python = std::env::var("PIZZA_TEST_PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
+    let kubeconfig = kubeconfig.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        Command::new(&python)
+            .arg(script)
+            .arg(&kubeconfig)
+            .output()
+            .unwrap_or_else(|e| panic!("running {python}: {e}"))
+    })
+    .await
+    .expect("the client process")
+}
