@@ -6,10 +6,8 @@
 //! cost is proportional to the writes since the last compaction, not to the size of the database. A crash midway
 //! leaves records that the next compaction finishes. Reads in progress keep their snapshots and are unaffected.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use apiserver::storage::StorageError;
@@ -20,6 +18,7 @@ use crate::encoding::{
 };
 use crate::scan::meta;
 use crate::store::{Shared, db_err};
+use crate::ticker::Ticker;
 
 /// Log records handled per batch, so one compaction never builds a huge batch.
 const CHUNK: usize = 4096;
@@ -104,43 +103,19 @@ fn purge(shared: &Shared, revision: u64) -> Result<(), StorageError> {
     Ok(())
 }
 
-/// The periodic compactor: every interval it compacts to the revision it saw one interval earlier (upstream's
-/// etcd compactor), so at least one interval of history stays readable for watches and paged lists.
-pub(crate) struct Compactor {
-    stop: Mutex<Option<mpsc::Sender<()>>>,
-    handle: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Compactor {
-    pub(crate) fn spawn(shared: Arc<Shared>, interval: Duration) -> std::io::Result<Self> {
-        let (stop, stopped) = mpsc::channel::<()>();
-        let handle = std::thread::Builder::new()
-            .name("rocksdb-compactor".into())
-            .spawn(move || {
-                let mut previous: Option<u64> = None;
-                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
-                    if let Some(rev) = previous
-                        && rev > shared.compacted.load(Ordering::Acquire)
-                        && let Err(e) = compact(&shared, rev)
-                    {
-                        tracing::warn!(error = %e, revision = rev, "rocksdb compaction failed");
-                    }
-                    previous = Some(shared.committed.load(Ordering::Acquire));
-                }
-            })?;
-        Ok(Compactor {
-            stop: Mutex::new(Some(stop)),
-            handle: Mutex::new(Some(handle)),
-        })
-    }
-
-    /// Stops the thread and waits for it.
-    pub(crate) fn stop(&self) {
-        drop(self.stop.lock().unwrap_or_else(|p| p.into_inner()).take());
-        if let Some(h) = self.handle.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = h.join();
+/// Starts the periodic compactor: every interval it compacts to the revision it saw one interval earlier
+/// (upstream's etcd compactor), so at least one interval of history stays readable for watches and paged lists.
+pub(crate) fn spawn(shared: Arc<Shared>, interval: Duration) -> std::io::Result<Ticker> {
+    let mut previous: Option<u64> = None;
+    Ticker::spawn("rocksdb-compactor", interval, move || {
+        if let Some(rev) = previous
+            && rev > shared.compacted.load(Ordering::Acquire)
+            && let Err(e) = compact(&shared, rev)
+        {
+            tracing::warn!(error = %e, revision = rev, "rocksdb compaction failed");
         }
-    }
+        previous = Some(shared.committed.load(Ordering::Acquire));
+    })
 }
 
 #[cfg(test)]

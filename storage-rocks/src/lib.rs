@@ -12,6 +12,8 @@
 //! - Durable by default: a write is acknowledged after the WAL is synced. `--rocksdb-unsafe-no-sync` trades that
 //!   for speed (see [`RocksOptions`]).
 //! - History older than the retained window is compacted periodically; reads and watches before it get 410.
+//! - Another process can follow a database while its owner runs ([`RocksStorage::open_secondary`]): it reads,
+//!   lists and watches, and cannot write. Backups and migrations of a running server use it.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), apiserver::storage::StorageError> {
@@ -26,9 +28,11 @@
 
 mod compaction;
 mod encoding;
+mod follower;
 mod options;
 mod scan;
 mod store;
+mod ticker;
 mod watch;
 mod writer;
 

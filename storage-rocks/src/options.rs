@@ -64,7 +64,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// `--storage-backend rocksdb`: a database in `<data-dir>/rocksdb`.
+/// `--storage-backend rocksdb`: a database in `<data-dir>/rocksdb`; a store only read (a backup, a migration's
+/// source) is followed, so its server may keep running.
 #[async_trait::async_trait]
 impl apiserver::app::StorageBackend for RocksOptions {
     fn names(&self) -> &'static [&'static str] {
@@ -78,12 +79,19 @@ impl apiserver::app::StorageBackend for RocksOptions {
     ) -> Result<std::sync::Arc<dyn apiserver::storage::Storage>, String> {
         let path = context.data_dir.join("rocksdb");
         let options = self.clone();
+        let read_only = context.read_only;
         // Opening replays RocksDB's log: blocking work, off the async workers.
-        tokio::task::spawn_blocking(move || crate::RocksStorage::open(path, &options))
-            .await
-            .map_err(|e| e.to_string())?
-            .map(crate::RocksStorage::into_dyn)
-            .map_err(apiserver::app::open_error)
+        tokio::task::spawn_blocking(move || {
+            if read_only {
+                crate::RocksStorage::open_secondary(path, &options)
+            } else {
+                crate::RocksStorage::open(path, &options)
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map(crate::RocksStorage::into_dyn)
+        .map_err(apiserver::app::open_error)
     }
 }
 

@@ -6,7 +6,10 @@ use apiserver::storage::{
     plan_list,
 };
 use bytes::Bytes;
-use rocksdb::{ColumnFamily, DB, Direction, IteratorMode, ReadOptions, SnapshotWithThreadMode};
+use rocksdb::{
+    ColumnFamily, DB, DBIteratorWithThreadMode, Direction, IteratorMode, ReadOptions,
+    SnapshotWithThreadMode,
+};
 
 use crate::encoding::{
     CF_HISTORY, CF_LATEST, META_COMPACTED, META_REVISION, decode_u64, history_key,
@@ -17,7 +20,7 @@ use crate::store::{Shared, db_err};
 /// A consistent view of the database with the revision it is at.
 pub(crate) struct Snapshot<'a> {
     pub(crate) shared: &'a Shared,
-    pub(crate) snap: SnapshotWithThreadMode<'a, DB>,
+    view: View<'a>,
     /// The last revision the snapshot contains.
     pub(crate) revision: u64,
     /// The compacted revision as of the snapshot: it can serve reads at or after it.
@@ -26,16 +29,61 @@ pub(crate) struct Snapshot<'a> {
 
 impl<'a> Snapshot<'a> {
     pub(crate) fn new(shared: &'a Shared) -> Result<Self, StorageError> {
-        let snap = shared.db.snapshot();
-        let revision = meta(snap.get(META_REVISION), "revision")?;
-        let compacted = meta(snap.get(META_COMPACTED), "compacted")?;
-        Ok(Snapshot {
+        let view = match shared.frozen() {
+            Some(held) => View::Frozen { _held: held },
+            None => View::Snapshot(shared.db.snapshot()),
+        };
+        let mut snapshot = Snapshot {
             shared,
-            snap,
-            revision,
-            compacted,
-        })
+            view,
+            revision: 0,
+            compacted: 0,
+        };
+        snapshot.revision = meta(snapshot.get(META_REVISION), "revision")?;
+        snapshot.compacted = meta(snapshot.get(META_COMPACTED), "compacted")?;
+        Ok(snapshot)
     }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, rocksdb::Error> {
+        match &self.view {
+            View::Snapshot(snap) => snap.get(key),
+            View::Frozen { .. } => self.shared.db.get(key),
+        }
+    }
+
+    pub(crate) fn get_cf(
+        &self,
+        cf: &ColumnFamily,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, rocksdb::Error> {
+        match &self.view {
+            View::Snapshot(snap) => snap.get_cf(cf, key),
+            View::Frozen { .. } => self.shared.db.get_cf(cf, key),
+        }
+    }
+
+    pub(crate) fn iterator_cf_opt(
+        &self,
+        cf: &ColumnFamily,
+        options: ReadOptions,
+        mode: IteratorMode,
+    ) -> DBIteratorWithThreadMode<'_, DB> {
+        match &self.view {
+            View::Snapshot(snap) => snap.iterator_cf_opt(cf, options, mode),
+            View::Frozen { .. } => self.shared.db.iterator_cf_opt(cf, options, mode),
+        }
+    }
+}
+
+/// What keeps a [`Snapshot`] still.
+enum View<'a> {
+    /// A RocksDB snapshot, in the process that owns the database.
+    Snapshot(SnapshotWithThreadMode<'a, DB>),
+    /// In a secondary instance (which has no RocksDB snapshots): the database changes only when it catches up
+    /// with its owner, which waits for this guard.
+    Frozen {
+        _held: std::sync::RwLockReadGuard<'a, ()>,
+    },
 }
 
 /// A metadata value (0 when absent).
@@ -57,8 +105,7 @@ pub(crate) fn read_history(
     revision: u64,
 ) -> Result<Option<Bytes>, StorageError> {
     let raw = snapshot
-        .snap
-        .get_cf(history, history_key(key, revision))
+        .get_cf(history, &history_key(key, revision))
         .map_err(db_err)?;
     match raw {
         Some(raw) => Ok(parse_history_value(key, &raw)?.map(Bytes::copy_from_slice)),
@@ -122,7 +169,7 @@ fn scan_latest(
     mut visit: impl FnMut(StoredObject) -> Result<bool, StorageError>,
 ) -> Result<(), StorageError> {
     let cf = snapshot.shared.cf(CF_LATEST)?;
-    let iter = snapshot.snap.iterator_cf_opt(
+    let iter = snapshot.iterator_cf_opt(
         cf,
         bounded(latest_end(range)),
         IteratorMode::From(start.as_bytes(), Direction::Forward),
@@ -158,7 +205,7 @@ fn scan_history(
     mut visit: impl FnMut(StoredObject) -> Result<bool, StorageError>,
 ) -> Result<(), StorageError> {
     let cf = snapshot.shared.cf(CF_HISTORY)?;
-    let iter = snapshot.snap.iterator_cf_opt(
+    let iter = snapshot.iterator_cf_opt(
         cf,
         bounded(history_end(range)),
         IteratorMode::From(start.as_bytes(), Direction::Forward),
@@ -303,7 +350,7 @@ pub(crate) fn stats(shared: &Shared, prefix: &str) -> Result<Stats, StorageError
     apiserver::storage::validate_key(prefix)?;
     let snapshot = Snapshot::new(shared)?;
     let cf = shared.cf(CF_LATEST)?;
-    let iter = snapshot.snap.iterator_cf_opt(
+    let iter = snapshot.iterator_cf_opt(
         cf,
         bounded(prefix_end(prefix.as_bytes())),
         IteratorMode::From(prefix.as_bytes(), Direction::Forward),

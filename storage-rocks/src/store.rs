@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLockReadGuard};
 use std::thread::JoinHandle;
 
 use apiserver::storage::optimistic::{self, Latest, OptimisticStore, Outcome};
@@ -19,12 +19,14 @@ use rocksdb::{
 use tokio::sync::oneshot;
 
 use crate::RocksOptions;
-use crate::compaction::{self, Compactor};
+use crate::compaction;
 use crate::encoding::{
     CF_HISTORY, CF_LATEST, CF_LOG, FORMAT_VERSION, META_COMPACTED, META_FORMAT, META_REVISION,
     parse_latest_value,
 };
+use crate::follower::{self, Secondary};
 use crate::scan::{self, meta};
+use crate::ticker::Ticker;
 use crate::watch::{self, Watchers};
 use crate::writer::{self, Op, Request};
 
@@ -52,6 +54,8 @@ pub(crate) struct Shared {
     /// Serializes compactions.
     pub(crate) compaction_lock: Mutex<()>,
     pub(crate) watch_buffer: usize,
+    /// Set when another process owns the database and this one follows it.
+    pub(crate) secondary: Option<Secondary>,
 }
 
 impl Shared {
@@ -66,8 +70,15 @@ impl Shared {
         self.watchers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Keeps a secondary instance from catching up until dropped; `None` for the owner, whose reads take RocksDB
+    /// snapshots instead.
+    pub(crate) fn frozen(&self) -> Option<RwLockReadGuard<'_, ()>> {
+        self.secondary.as_ref().map(Secondary::freeze)
+    }
+
     /// The current value of `key`, read without a snapshot.
     pub(crate) fn read_latest(&self, key: &str) -> Result<Option<StoredObject>, StorageError> {
+        let _frozen = self.frozen();
         let raw = self
             .db
             .get_pinned_cf(self.cf(CF_LATEST)?, key.as_bytes())
@@ -124,7 +135,8 @@ struct Inner {
     shared: Arc<Shared>,
     writer_tx: Option<std::sync::mpsc::Sender<Request>>,
     writer: Option<JoinHandle<()>>,
-    compactor: Option<Compactor>,
+    /// The compactor of an owned database, the follower of another process's.
+    ticker: Option<Ticker>,
     path: PathBuf,
     // Declared last: removed after the database is closed.
     _temp_dir: Option<tempfile::TempDir>,
@@ -136,8 +148,8 @@ impl Drop for Inner {
         if let Some(h) = self.writer.take() {
             let _ = h.join();
         }
-        if let Some(c) = self.compactor.take() {
-            c.stop();
+        if let Some(t) = self.ticker.take() {
+            t.stop();
         }
     }
 }
@@ -188,6 +200,82 @@ impl RocksStorage {
             .map_err(|e| open_error(Path::new("<temporary directory>"), e))?;
         let path = dir.path().to_path_buf();
         Self::open_inner(&path, options, Some(dir))
+    }
+
+    /// Follows the database in directory `path`, which another process may own and write (a RocksDB secondary
+    /// instance; nothing is written to `path`): reads, lists and watches see the owner's writes within 100 ms,
+    /// and asking for the current revision catches up first. Writes and compaction are refused. This is how a
+    /// backup or a migration reads a store while its server runs.
+    pub fn open_secondary(
+        path: impl AsRef<Path>,
+        options: &RocksOptions,
+    ) -> Result<Self, StorageError> {
+        Self::follow(path.as_ref(), options, Some(follower::POLL))
+    }
+
+    /// [`open_secondary`](Self::open_secondary), catching up every `poll` (with `None`, only when asked for the
+    /// current revision).
+    pub(crate) fn follow(
+        path: &Path,
+        options: &RocksOptions,
+        poll: Option<std::time::Duration>,
+    ) -> Result<Self, StorageError> {
+        if !path.join("CURRENT").is_file() {
+            return Err(open_error(path, "no database there"));
+        }
+        // The secondary instance's own files (its info log): RocksDB wants a directory apart from the owner's.
+        let own = tempfile::Builder::new()
+            .prefix("apiserver-rocks-secondary-")
+            .tempdir()
+            .map_err(|e| open_error(path, e))?;
+        let mut db_opts = Options::default();
+        // Table files stay open, so they can still be read after the owner's compaction deletes them.
+        db_opts.set_max_open_files(-1);
+        let db =
+            DB::open_cf_as_secondary(&db_opts, path, own.path(), [CF_LATEST, CF_HISTORY, CF_LOG])
+                .map_err(|e| open_error(path, e))?;
+        let format = meta(db.get(META_FORMAT), "format")?;
+        let revision = meta(db.get(META_REVISION), "revision")?;
+        let compacted = meta(db.get(META_COMPACTED), "compacted")?;
+        if format != FORMAT_VERSION && revision != 0 {
+            return Err(open_error(
+                path,
+                format!("unknown layout version {format} (this build reads {FORMAT_VERSION})"),
+            ));
+        }
+        let shared = Arc::new(Shared {
+            db,
+            committed: AtomicU64::new(revision),
+            compacted: AtomicU64::new(compacted),
+            watchers: Mutex::new(Watchers::default()),
+            failure: Mutex::new(None),
+            compaction_lock: Mutex::new(()),
+            watch_buffer: options.watch_buffer.max(1),
+            secondary: Some(Secondary::default()),
+        });
+        let following = shared.clone();
+        let ticker = poll
+            .map(|poll| {
+                Ticker::spawn("rocksdb-follower", poll, move || {
+                    if let Some(secondary) = &following.secondary
+                        && let Err(e) = follower::catch_up(&following, secondary)
+                    {
+                        tracing::warn!(error = %e, "catching up with the RocksDB database's owner failed");
+                    }
+                })
+            })
+            .transpose()
+            .map_err(|e| open_error(path, e))?;
+        Ok(RocksStorage {
+            inner: Arc::new(Inner {
+                shared,
+                writer_tx: None,
+                writer: None,
+                ticker,
+                path: path.to_path_buf(),
+                _temp_dir: Some(own),
+            }),
+        })
     }
 
     fn open_inner(
@@ -253,6 +341,7 @@ impl RocksStorage {
             failure: Mutex::new(None),
             compaction_lock: Mutex::new(()),
             watch_buffer: options.watch_buffer.max(1),
+            secondary: None,
         });
         let mut write_opts = WriteOptions::default();
         write_opts.set_sync(!options.unsafe_no_sync);
@@ -262,13 +351,13 @@ impl RocksStorage {
             shared: shared.clone(),
             writer_tx: Some(writer_tx),
             writer: Some(writer),
-            compactor: None,
+            ticker: None,
             path: path.to_path_buf(),
             _temp_dir: temp_dir,
         };
         if !options.compaction_interval.is_zero() {
-            inner.compactor = Some(
-                Compactor::spawn(shared, options.compaction_interval)
+            inner.ticker = Some(
+                compaction::spawn(shared, options.compaction_interval)
                     .map_err(|e| open_error(path, e))?,
             );
         }
@@ -294,7 +383,16 @@ impl RocksStorage {
     /// Queues a conditional write for the writer thread and waits for its result.
     async fn submit(&self, key: &str, op: Op) -> Result<Outcome, StorageError> {
         let (reply, result) = oneshot::channel();
-        let stopped = || StorageError::Internal("rocksdb writer stopped".into());
+        let stopped = || {
+            StorageError::Internal(if self.shared().secondary.is_some() {
+                format!(
+                    "the RocksDB database at {} is only read here: the process that owns it writes",
+                    self.inner.path.display()
+                )
+            } else {
+                "rocksdb writer stopped".into()
+            })
+        };
         self.inner
             .writer_tx
             .as_ref()
@@ -464,10 +562,24 @@ impl Storage for RocksStorage {
     }
 
     async fn current_revision(&self) -> Result<u64, StorageError> {
+        if self.shared().secondary.is_some() {
+            return self
+                .blocking(|s| match &s.secondary {
+                    Some(secondary) => follower::catch_up(s, secondary),
+                    None => Ok(s.committed.load(Ordering::Acquire)),
+                })
+                .await;
+        }
         Ok(self.shared().committed.load(Ordering::Acquire))
     }
 
     async fn compact(&self, revision: u64) -> Result<(), StorageError> {
+        if self.shared().secondary.is_some() {
+            return Err(StorageError::Internal(format!(
+                "the RocksDB database at {} is compacted by the process that owns it",
+                self.inner.path.display()
+            )));
+        }
         self.blocking(move |s| compaction::compact(s, revision))
             .await
     }

@@ -10,8 +10,7 @@
 //! behind is cut off with an error event, and writers never wait for readers.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use apiserver::storage::{
     Change, EventType, KeyRange, Predicate, StorageError, StoredObject, WatchEvent, WatchOptions,
@@ -33,7 +32,8 @@ struct WatcherSlot {
     range: KeyRange,
     progress_notify: bool,
     tx: mpsc::Sender<Notification>,
-    overflowed: Arc<AtomicBool>,
+    /// Why the watch was cut off, set before its channel closes.
+    ended: Arc<OnceLock<StorageError>>,
 }
 
 impl WatcherSlot {
@@ -42,7 +42,9 @@ impl WatcherSlot {
         match self.tx.try_send(n) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
-                self.overflowed.store(true, Ordering::Release);
+                let _ = self.ended.set(StorageError::Internal(
+                    "watch terminated: the watcher fell too far behind".into(),
+                ));
                 false
             }
             Err(mpsc::error::TrySendError::Closed(_)) => false,
@@ -70,6 +72,13 @@ impl Watchers {
         });
     }
 
+    /// Ends every watch with 410 Expired: the changes since they were told last are compacted away.
+    pub(crate) fn expire(&mut self) {
+        for w in self.slots.drain(..) {
+            let _ = w.ended.set(StorageError::watch_expired());
+        }
+    }
+
     /// Sends a progress bookmark at `revision` to the watchers that asked for them.
     pub(crate) fn progress(&mut self, revision: u64) {
         self.slots.retain(|w| {
@@ -92,7 +101,7 @@ pub(crate) fn start(
     let rv = opts.resource_version.unwrap_or(0);
     let initial_events = opts.send_initial_events.unwrap_or(rv == 0);
     let (tx, rx) = mpsc::channel(shared.watch_buffer.max(1));
-    let overflowed = Arc::new(AtomicBool::new(false));
+    let ended = Arc::new(OnceLock::new());
 
     let snapshot;
     let snap_rev;
@@ -123,7 +132,7 @@ pub(crate) fn start(
             range: range.clone(),
             progress_notify: opts.progress_notify,
             tx,
-            overflowed: overflowed.clone(),
+            ended: ended.clone(),
         });
     }
 
@@ -137,12 +146,17 @@ pub(crate) fn start(
             pending.push_back(Pending::Ready(WatchEvent::bookmark(start_after, true)));
         }
     }
-    replay(&snapshot, &range, start_after, &mut pending)?;
+    log_changes(
+        &snapshot,
+        start_after,
+        |key| range.contains(key),
+        |change| pending.push_back(Pending::Entry(change)),
+    )?;
 
     let state = WatchState {
         pending,
         rx,
-        overflowed,
+        ended,
         predicate: opts.predicate.clone(),
         // Events up to here came from the snapshot (or precede the start).
         seen_through: start_after.max(snap_rev),
@@ -157,12 +171,13 @@ pub(crate) fn start(
     )))
 }
 
-/// Queues the writes in `(after, snapshot revision]` that fall in `range`, read from the log and history.
-fn replay(
+/// Hands `out` the writes in `(after, snapshot revision]` to the keys `wanted`, in revision order, read from the
+/// log and history.
+pub(crate) fn log_changes(
     snapshot: &Snapshot<'_>,
-    range: &KeyRange,
     after: u64,
-    pending: &mut VecDeque<Pending>,
+    wanted: impl Fn(&str) -> bool,
+    mut out: impl FnMut(Arc<Change>),
 ) -> Result<(), StorageError> {
     if after >= snapshot.revision {
         return Ok(());
@@ -175,7 +190,7 @@ fn replay(
         ro.set_iterate_upper_bound(end.to_be_bytes().to_vec());
     }
     let from = (after + 1).to_be_bytes();
-    let iter = snapshot.snap.iterator_cf_opt(
+    let iter = snapshot.iterator_cf_opt(
         log,
         ro,
         rocksdb::IteratorMode::From(&from, rocksdb::Direction::Forward),
@@ -184,7 +199,7 @@ fn replay(
         let (k, v) = item.map_err(db_err)?;
         let revision = crate::encoding::decode_u64("log key", &k)?;
         let record = LogRecord::decode(revision, &v)?;
-        if !range.contains(&record.key) {
+        if !wanted(&record.key) {
             continue;
         }
         let value = match record.kind {
@@ -203,7 +218,7 @@ fn replay(
                 record.prev_revision,
             )?),
         };
-        pending.push_back(Pending::Entry(Arc::new(Change {
+        out(Arc::new(Change {
             revision,
             key: record.key,
             value,
@@ -213,7 +228,7 @@ fn replay(
             } else {
                 record.prev_revision
             },
-        })));
+        }));
     }
     Ok(())
 }
@@ -238,7 +253,7 @@ enum Pending {
 struct WatchState {
     pending: VecDeque<Pending>,
     rx: mpsc::Receiver<Notification>,
-    overflowed: Arc<AtomicBool>,
+    ended: Arc<OnceLock<StorageError>>,
     predicate: Predicate,
     seen_through: u64,
     done: bool,
@@ -267,12 +282,7 @@ impl WatchState {
                     }
                     None => {
                         self.done = true;
-                        if self.overflowed.load(Ordering::Acquire) {
-                            return Some(WatchEvent::error(StorageError::Internal(
-                                "watch terminated: the watcher fell too far behind".into(),
-                            )));
-                        }
-                        return None;
+                        return self.ended.get().cloned().map(WatchEvent::error);
                     }
                 },
             };

@@ -15,6 +15,9 @@ pub struct OpenContext<'a> {
     pub data_dir: &'a Path,
     /// The prefix of every key (`--etcd-prefix` or the server's default).
     pub prefix: &'a str,
+    /// The store is only read (a backup, a migration's source) and its server may be running: a backend that
+    /// one process owns opens it as a follower rather than taking it.
+    pub read_only: bool,
 }
 
 /// A storage engine a server can be started on.

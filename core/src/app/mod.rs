@@ -199,6 +199,7 @@ impl App {
                 OpenContext {
                     data_dir: &data_dir,
                     prefix: &prefix,
+                    read_only: storage_command::reads_only(),
                 },
             )
             .await

@@ -25,16 +25,30 @@ struct Opened {
     backend: &'static str,
 }
 
+/// What a storage command asks of the start function it runs, and what it gets back.
+struct Handoff {
+    /// The command only reads this store.
+    read_only: bool,
+    opened: Option<Opened>,
+}
+
 tokio::task_local! {
-    static HANDOFF: RefCell<Option<Opened>>;
+    static HANDOFF: RefCell<Handoff>;
+}
+
+/// Whether [`App::open`](super::App::open) opens a store that is only read (a backup, a migration's source).
+pub(super) fn reads_only() -> bool {
+    HANDOFF
+        .try_with(|handoff| handoff.borrow().read_only)
+        .unwrap_or(false)
 }
 
 /// Called by [`App::open`](super::App::open) once the backend is open: under a storage command, keeps the storage
 /// for it and returns true (the server is not to be assembled).
 pub(super) fn hand_over(storage: &Arc<dyn Storage>, prefix: &str, backend: &'static str) -> bool {
     HANDOFF
-        .try_with(|slot| {
-            *slot.borrow_mut() = Some(Opened {
+        .try_with(|handoff| {
+            handoff.borrow_mut().opened = Some(Opened {
                 storage: storage.clone(),
                 prefix: prefix.to_string(),
                 backend,
@@ -122,7 +136,8 @@ where
     let progress = |message: &str| eprintln!("{name}: {message}");
     let result = async {
         let options = O::from_arg_matches(top).map_err(|e| e.to_string())?;
-        let opened = open(start, options).await?;
+        let read_only = matches!(sub.subcommand_name(), Some("backup" | "migrate"));
+        let opened = open(start, options, read_only).await?;
         match sub.subcommand() {
             Some(("backup", args)) => {
                 let path = args.get_one::<PathBuf>("to").expect("required");
@@ -164,7 +179,7 @@ where
                 let target_options =
                     O::try_parse_from(std::iter::once(name.to_string()).chain(words))
                         .map_err(|e| format!("--to: {e}"))?;
-                let target = open(start, target_options).await?;
+                let target = open(start, target_options, false).await?;
                 progress(&format!(
                     "migrating {} on {} to {} on {}",
                     opened.prefix, opened.backend, target.prefix, target.backend
@@ -197,18 +212,24 @@ where
     }
 }
 
-/// Runs the start function until it has opened the storage.
-async fn open<O, E, F, Fut>(start: &F, options: O) -> Result<Opened, String>
+/// Runs the start function until it has opened the storage (`read_only`: to read it only).
+async fn open<O, E, F, Fut>(start: &F, options: O, read_only: bool) -> Result<Opened, String>
 where
     E: std::fmt::Display,
     F: Fn(O) -> Fut,
     Fut: Future<Output = Result<Started, E>>,
 {
     let (result, slot) = HANDOFF
-        .scope(RefCell::new(None), async {
-            let result = start(options).await;
-            (result, HANDOFF.with(|slot| slot.borrow_mut().take()))
-        })
+        .scope(
+            RefCell::new(Handoff {
+                read_only,
+                opened: None,
+            }),
+            async {
+                let result = start(options).await;
+                (result, HANDOFF.with(|h| h.borrow_mut().opened.take()))
+            },
+        )
         .await;
     match (slot, result) {
         (Some(opened), _) => Ok(opened),

@@ -1,7 +1,7 @@
 //! `pizza-apiserver storage backup|restore|migrate`, run as the binary a user runs: every ordered pair of the
 //! persistent backends with 2,000 pizzas written (some relabelled, some deleted), a live migration with a writer
-//! for every ordered pair whose source another process can share (SQLite, Postgres, etcd; RocksDB is held by one
-//! process), a restore into each backend, and resourceVersions that only grow across the switch.
+//! for every ordered pair of distinct backends (a RocksDB source is followed while its server owns it), a restore
+//! into each backend, and resourceVersions that only grow across the switch.
 
 mod support;
 
@@ -345,6 +345,21 @@ async fn live_migration(source_backend: &str, target_backend: &str) {
     let expected = source.objects();
     assert_eq!(target.objects(), expected, "{log}");
     assert_switch(&mut target, &source_versions, source_max, expected.len()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_migration_from_rocksdb_to_sqlite() {
+    live_migration("rocksdb", "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_migration_from_rocksdb_to_postgres() {
+    live_migration("rocksdb", "postgres").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_migration_from_rocksdb_to_etcd() {
+    live_migration("rocksdb", "etcd").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
