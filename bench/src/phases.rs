@@ -632,6 +632,62 @@ impl Load {
         result
     }
 
+    /// `watchers` watches of the toppings follow while toppings `t-<i>` for every `i` of `range` are created at the
+    /// run's concurrency: the creates' latencies, and whether every watcher saw every create.
+    pub async fn watched_creates(
+        self: &Arc<Self>,
+        name: &str,
+        watchers: usize,
+        range: std::ops::Range<usize>,
+    ) -> PhaseResult {
+        let rv = self.collection_version().await;
+        let mut arrivals = Vec::new();
+        let mut tasks = Vec::new();
+        for index in 0..watchers {
+            let map = Arc::new(Mutex::new(HashMap::new()));
+            match self.watch(index, &rv, map.clone()).await {
+                Ok(task) => tasks.push(task),
+                Err(e) => {
+                    let mut r =
+                        PhaseResult::from_outcomes(name, watchers, Duration::ZERO, &[], 201);
+                    r.extra.insert("error".into(), json!(e));
+                    return r;
+                }
+            }
+            arrivals.push(map);
+        }
+        let first = range.start;
+        let count = range.len();
+        let mut result = self.create_range(name, range).await;
+        let expected = count * watchers;
+        let wanted = |name: &String| {
+            name.strip_prefix("t-")
+                .and_then(|n| n.parse::<usize>().ok())
+                .is_some_and(|n| (first..first + count).contains(&n))
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let delivered = loop {
+            let mut delivered = 0;
+            for map in &arrivals {
+                delivered += map.lock().await.keys().filter(|k| wanted(k)).count();
+            }
+            if delivered >= expected || Instant::now() > deadline {
+                break delivered;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        for task in tasks {
+            task.abort();
+        }
+        result
+            .extra
+            .insert("events_expected".into(), json!(expected));
+        result
+            .extra
+            .insert("events_delivered".into(), json!(delivered));
+        result
+    }
+
     /// Deletes every object the run created.
     pub async fn delete(self: &Arc<Self>) -> PhaseResult {
         let list = self.client.get(self.url(TOPPINGS)).send().await;

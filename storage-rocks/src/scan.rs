@@ -137,8 +137,12 @@ fn history_end(range: &KeyRange) -> Option<Vec<u8>> {
     }
 }
 
+/// Options of a range scan, which ends before `end`. A scan reads many blocks once (a list, the watch cache's fill
+/// at startup): keeping them in the block cache would evict the blocks point reads use, and a scan of the whole
+/// store would leave the block cache full (up to its 32 MiB) for data the watch cache already holds.
 fn bounded(end: Option<Vec<u8>>) -> ReadOptions {
     let mut ro = ReadOptions::default();
+    ro.fill_cache(false);
     if let Some(end) = end {
         ro.set_iterate_upper_bound(end);
     }

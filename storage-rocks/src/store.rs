@@ -13,7 +13,7 @@ use apiserver::storage::{
 use async_trait::async_trait;
 use bytes::Bytes;
 use rocksdb::{
-    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, Options,
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, Options,
     WriteOptions,
 };
 use tokio::sync::oneshot;
@@ -35,6 +35,9 @@ use crate::writer::{self, Op, Request};
 const MEMTABLE_BYTES: usize = 16 * 1024 * 1024;
 /// All memtables together, across column families.
 const MEMTABLE_BUDGET_BYTES: usize = 48 * 1024 * 1024;
+/// The block cache, shared by the column families: it serves point reads (the writer's compare-and-swap, reads of
+/// history); scans do not fill it, and the watch cache answers most reads above the store.
+const BLOCK_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Maps a RocksDB error.
 pub(crate) fn db_err(e: rocksdb::Error) -> StorageError {
@@ -293,7 +296,13 @@ impl RocksStorage {
         // write-ahead log. One budget for all, flushed sooner, keeps the server's memory about the watch cache.
         db_opts.set_write_buffer_size(MEMTABLE_BYTES);
         db_opts.set_db_write_buffer_size(MEMTABLE_BUDGET_BYTES);
+        // One block cache for every column family (each table factory left alone makes its own of 32 MiB).
+        let block_cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&block_cache);
+        db_opts.set_block_based_table_factory(&table);
         let mut latest_table = BlockBasedOptions::default();
+        latest_table.set_block_cache(&block_cache);
         latest_table.set_bloom_filter(10.0, false);
         let mut latest_opts = db_opts.clone();
         latest_opts.set_block_based_table_factory(&latest_table);
