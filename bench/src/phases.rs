@@ -70,6 +70,9 @@ impl ReadFrom {
 /// How many watches the harness opens on one connection (client-go's default stream limit is 250 too).
 pub const WATCHES_PER_CONNECTION: usize = 250;
 
+/// When a watch saw each named object's ADDED event.
+type Arrivals = Arc<Mutex<HashMap<String, Instant>>>;
+
 /// The outcome of one request: its latency and HTTP status (0 when it did not get one).
 type Outcome = (Duration, u16);
 
@@ -514,7 +517,7 @@ impl Load {
         &self,
         index: usize,
         resource_version: &str,
-        arrivals: Arc<Mutex<HashMap<String, Instant>>>,
+        arrivals: Arrivals,
     ) -> Result<tokio::task::JoinHandle<()>, String> {
         let url = self.url(&format!(
             "{TOPPINGS}?watch=1&resourceVersion={resource_version}&timeoutSeconds=120"
@@ -546,6 +549,22 @@ impl Load {
         }))
     }
 
+    /// Opens `watchers` watches of the toppings from their current resourceVersion: what each saw, and its task.
+    async fn open_watches(
+        &self,
+        watchers: usize,
+    ) -> Result<(Vec<Arrivals>, Vec<tokio::task::JoinHandle<()>>), String> {
+        let rv = self.collection_version().await;
+        let mut arrivals = Vec::new();
+        let mut tasks = Vec::new();
+        for index in 0..watchers {
+            let map = Arc::new(Mutex::new(HashMap::new()));
+            tasks.push(self.watch(index, &rv, map.clone()).await?);
+            arrivals.push(map);
+        }
+        Ok((arrivals, tasks))
+    }
+
     /// Write → event delivered, for one watcher (`watchers == 1`) or many (fan-out).
     pub async fn watch_latency(self: &Arc<Self>, watchers: usize, prefix: &str) -> PhaseResult {
         let name = if watchers == 1 {
@@ -553,22 +572,10 @@ impl Load {
         } else {
             format!("watch fan-out ({watchers} watchers)")
         };
-        let rv = self.collection_version().await;
-        let mut arrivals = Vec::new();
-        let mut tasks = Vec::new();
-        for index in 0..watchers {
-            let map = Arc::new(Mutex::new(HashMap::new()));
-            match self.watch(index, &rv, map.clone()).await {
-                Ok(task) => tasks.push(task),
-                Err(e) => {
-                    let mut r =
-                        PhaseResult::from_outcomes(&name, watchers, Duration::ZERO, &[], 200);
-                    r.extra.insert("error".into(), json!(e));
-                    return r;
-                }
-            }
-            arrivals.push(map);
-        }
+        let (arrivals, tasks) = match self.open_watches(watchers).await {
+            Ok(opened) => opened,
+            Err(e) => return PhaseResult::failed(&name, watchers, 200, e),
+        };
         let start = Instant::now();
         let mut sent = BTreeMap::new();
         let mut errors = Vec::new();
@@ -640,22 +647,10 @@ impl Load {
         watchers: usize,
         range: std::ops::Range<usize>,
     ) -> PhaseResult {
-        let rv = self.collection_version().await;
-        let mut arrivals = Vec::new();
-        let mut tasks = Vec::new();
-        for index in 0..watchers {
-            let map = Arc::new(Mutex::new(HashMap::new()));
-            match self.watch(index, &rv, map.clone()).await {
-                Ok(task) => tasks.push(task),
-                Err(e) => {
-                    let mut r =
-                        PhaseResult::from_outcomes(name, watchers, Duration::ZERO, &[], 201);
-                    r.extra.insert("error".into(), json!(e));
-                    return r;
-                }
-            }
-            arrivals.push(map);
-        }
+        let (arrivals, tasks) = match self.open_watches(watchers).await {
+            Ok(opened) => opened,
+            Err(e) => return PhaseResult::failed(name, watchers, 201, e),
+        };
         let first = range.start;
         let count = range.len();
         let mut result = self.create_range(name, range).await;

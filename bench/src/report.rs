@@ -33,6 +33,13 @@ pub struct PhaseResult {
 }
 
 impl PhaseResult {
+    /// A phase that could not run, with why.
+    pub fn failed(name: &str, concurrency: usize, ok: u16, error: String) -> Self {
+        let mut r = PhaseResult::from_outcomes(name, concurrency, Duration::ZERO, &[], ok);
+        r.extra.insert("error".into(), serde_json::json!(error));
+        r
+    }
+
     /// Summarises outcomes `(latency, status)`; statuses other than `ok` are counted as errors.
     pub fn from_outcomes(
         name: &str,

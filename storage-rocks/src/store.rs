@@ -62,6 +62,25 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    fn new(
+        db: DB,
+        revision: u64,
+        compacted: u64,
+        options: &RocksOptions,
+        secondary: Option<Secondary>,
+    ) -> Self {
+        Shared {
+            db,
+            committed: AtomicU64::new(revision),
+            compacted: AtomicU64::new(compacted),
+            watchers: Mutex::new(Watchers::default()),
+            failure: Mutex::new(None),
+            compaction_lock: Mutex::new(()),
+            watch_buffer: options.watch_buffer.max(1),
+            secondary,
+        }
+    }
+
     pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily, StorageError> {
         self.db
             .cf_handle(name)
@@ -246,16 +265,13 @@ impl RocksStorage {
                 format!("unknown layout version {format} (this build reads {FORMAT_VERSION})"),
             ));
         }
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Shared::new(
             db,
-            committed: AtomicU64::new(revision),
-            compacted: AtomicU64::new(compacted),
-            watchers: Mutex::new(Watchers::default()),
-            failure: Mutex::new(None),
-            compaction_lock: Mutex::new(()),
-            watch_buffer: options.watch_buffer.max(1),
-            secondary: Some(Secondary::default()),
-        });
+            revision,
+            compacted,
+            options,
+            Some(Secondary::default()),
+        ));
         let following = shared.clone();
         let ticker = poll
             .map(|poll| {
@@ -342,16 +358,7 @@ impl RocksStorage {
             }
         }
         let compacted = meta(db.get(META_COMPACTED), "compacted")?;
-        let shared = Arc::new(Shared {
-            db,
-            committed: AtomicU64::new(revision),
-            compacted: AtomicU64::new(compacted),
-            watchers: Mutex::new(Watchers::default()),
-            failure: Mutex::new(None),
-            compaction_lock: Mutex::new(()),
-            watch_buffer: options.watch_buffer.max(1),
-            secondary: None,
-        });
+        let shared = Arc::new(Shared::new(db, revision, compacted, options, None));
         let mut write_opts = WriteOptions::default();
         write_opts.set_sync(!options.unsafe_no_sync);
         let (writer_tx, writer) =
