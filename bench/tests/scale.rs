@@ -16,15 +16,30 @@ async fn scale_grows_one_store_and_reads_it_after_each_restart() {
     let steps = scale::run(&binary, &[1200, 300], &sizes)
         .await
         .expect("the scale run completes");
-    // Sizes run in ascending order, each reached by creating only what is missing.
+    // Sizes run in ascending order, each reached by creating only what is missing: a tenth more were created
+    // at 300 while the watchers followed.
     assert_eq!(
         steps.iter().map(|s| s.objects).collect::<Vec<_>>(),
         [300, 1200]
     );
     assert_eq!(steps[0].create.requests, 300);
-    assert_eq!(steps[1].create.requests, 900);
+    assert_eq!(steps[0].watched.requests, 30);
+    assert_eq!(steps[1].create.requests, 870);
+    assert_eq!(steps[1].watched.requests, 120);
+    assert_eq!(steps[1].objects_after, 1320);
     for step in &steps {
-        for phase in [&step.create, &step.get, &step.page] {
+        // Every watcher saw every create made while it followed.
+        let watched = &step.watched.extra;
+        assert_eq!(
+            watched["events_delivered"], watched["events_expected"],
+            "{watched:?}"
+        );
+        assert_eq!(
+            watched["events_expected"],
+            serde_json::json!(step.watched.requests * scale::WATCHERS)
+        );
+        assert!(step.watched_peak_rss_mib.is_some());
+        for phase in [&step.create, &step.get, &step.page, &step.watched] {
             assert!(
                 phase.errors.is_empty(),
                 "{} objects: {phase:?}",
