@@ -629,14 +629,8 @@ impl Load {
             task.abort();
         }
         outcomes.extend(errors);
-        let mut result = PhaseResult::from_outcomes(&name, watchers, elapsed, &outcomes, 200);
-        result
-            .extra
-            .insert("events_expected".into(), json!(expected));
-        result
-            .extra
-            .insert("events_delivered".into(), json!(delivered));
-        result
+        PhaseResult::from_outcomes(&name, watchers, elapsed, &outcomes, 200)
+            .with_deliveries(expected, delivered)
     }
 
     /// `watchers` watches of the toppings follow while toppings `t-<i>` for every `i` of `range` are created at the
@@ -653,7 +647,7 @@ impl Load {
         };
         let first = range.start;
         let count = range.len();
-        let mut result = self.create_range(name, range).await;
+        let result = self.create_range(name, range).await;
         let expected = count * watchers;
         let wanted = |name: &String| {
             name.strip_prefix("t-")
@@ -674,13 +668,7 @@ impl Load {
         for task in tasks {
             task.abort();
         }
-        result
-            .extra
-            .insert("events_expected".into(), json!(expected));
-        result
-            .extra
-            .insert("events_delivered".into(), json!(delivered));
-        result
+        result.with_deliveries(expected, delivered)
     }
 
     /// Deletes every object the run created.

@@ -33,6 +33,15 @@ pub struct PhaseResult {
 }
 
 impl PhaseResult {
+    /// Notes how many watch events were expected and how many arrived.
+    pub fn with_deliveries(mut self, expected: usize, delivered: usize) -> Self {
+        self.extra
+            .insert("events_expected".into(), serde_json::json!(expected));
+        self.extra
+            .insert("events_delivered".into(), serde_json::json!(delivered));
+        self
+    }
+
     /// A phase that could not run, with why.
     pub fn failed(name: &str, concurrency: usize, ok: u16, error: String) -> Self {
         let mut r = PhaseResult::from_outcomes(name, concurrency, Duration::ZERO, &[], ok);
