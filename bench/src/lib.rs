@@ -217,7 +217,8 @@ pub async fn run(config: &Config) -> Result<Report, String> {
         env!("CARGO_PKG_VERSION").to_string(),
     );
     for (name, command) in [
-        ("etcd", "etcd --version"),
+        // The etcd the harness starts: `$ETCD_BIN`, else `etcd` on PATH.
+        ("etcd", "\"${ETCD_BIN:-etcd}\" --version"),
         ("postgres", "/usr/lib/postgresql/15/bin/postgres --version"),
         ("kubectl", "kubectl version --client"),
     ] {
