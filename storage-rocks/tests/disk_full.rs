@@ -20,7 +20,7 @@ async fn rocksdb_disk_full() {
             return;
         }
     };
-    let report = check_disk_full(&fs, false, |dir| async move {
+    let report = check_disk_full(&fs, |dir| async move {
         let options = RocksOptions {
             compaction_interval: Duration::ZERO,
             ..RocksOptions::default()

@@ -347,7 +347,6 @@ impl Db {
                 let base = SqliteConnectOptions::from_str(url)
                     .map_err(bad_url)?
                     .create_if_missing(true)
-                    .auto_vacuum(SqliteAutoVacuum::Incremental)
                     .journal_mode(SqliteJournalMode::Wal)
                     .synchronous(sync)
                     .busy_timeout(ACQUIRE_TIMEOUT)
@@ -361,11 +360,14 @@ impl Db {
                         message: format!("cannot create {}: {e}", dir.display()),
                     })?;
                 }
+                // `auto_vacuum` is set by the writer only: the pragma writes the database header in a write
+                // transaction, so a reader connection opened with it failed on a full disk (and queued behind
+                // writes). The writer's connection is the first, so a new database is created with it.
                 let writer = SqlitePoolOptions::new()
                     .max_connections(1)
                     .min_connections(1)
                     .acquire_timeout(ACQUIRE_TIMEOUT)
-                    .connect_with(base.clone())
+                    .connect_with(base.clone().auto_vacuum(SqliteAutoVacuum::Incremental))
                     .await
                     .map_err(db_err)?;
                 migrate_sqlite(&writer).await?;

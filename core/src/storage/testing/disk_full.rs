@@ -82,8 +82,6 @@ pub struct DiskFullReport {
     pub ballast: usize,
     /// The load on a full disk.
     pub full: RunStats,
-    /// Reads of that load that failed.
-    pub failed_reads: usize,
     /// How long the store took to write again once space returned.
     pub resumed: Duration,
     /// The load after space returned.
@@ -97,10 +95,7 @@ pub struct DiskFullReport {
 /// not panic) while every read still answers; space freed, after which the same store must take writes again
 /// within [`RESUME_WITHIN`] and be ready; the load again, which must succeed entirely; then the store reopened must
 /// read what the first one read last. The whole history must be linearizable.
-///
-/// With `reads_may_fail`, reads on the full disk may fail too (with a 5xx, as every error here): SQLite now and
-/// then answers a read with `database or disk is full` (seen: 2 reads of 80).
-pub async fn check_disk_full<F, Fut>(fs: &SmallFs, reads_may_fail: bool, open: F) -> DiskFullReport
+pub async fn check_disk_full<F, Fut>(fs: &SmallFs, open: F) -> DiskFullReport
 where
     F: Fn(PathBuf) -> Fut,
     Fut: Future<Output = Arc<dyn Storage>>,
@@ -141,9 +136,7 @@ where
         .filter(|k| k.op.call >= full_from && k.op.call <= full_to)
         .filter(|k| k.op.input == KvInput::Get && k.op.output.is_none())
         .count();
-    if !reads_may_fail {
-        assert_eq!(failed_reads, 0, "reads failed on a full disk: {full:?}");
-    }
+    assert_eq!(failed_reads, 0, "reads failed on a full disk: {full:?}");
 
     std::fs::remove_file(filler).expect("free the disk");
     let resumed = resume(store.as_ref()).await;
@@ -172,7 +165,6 @@ where
         before,
         ballast,
         full,
-        failed_reads,
         resumed,
         after,
         operations: report.operations,
