@@ -13,12 +13,8 @@ use apiserver_storage_rocks::{RocksOptions, RocksStorage};
 async fn rocksdb_disk_full() {
     // RocksDB resumes once the disk has room for a memtable's flush (16 MiB, the store's `write_buffer_size`)
     // besides what the store holds.
-    let fs = match SmallFs::mount("160m") {
-        Ok(fs) => fs,
-        Err(why) => {
-            eprintln!("SKIPPED: cannot make a small filesystem here: {why}");
-            return;
-        }
+    let Some(fs) = SmallFs::mount_or_skip("160m") else {
+        return;
     };
     let report = check_disk_full(&fs, |dir| async move {
         let options = RocksOptions {

@@ -41,6 +41,17 @@ impl SmallFs {
         Ok(SmallFs { dir })
     }
 
+    /// [`mount`](Self::mount), or `None` after saying on stderr that the calling test is skipped and why.
+    pub fn mount_or_skip(size: &str) -> Option<SmallFs> {
+        match SmallFs::mount(size) {
+            Ok(fs) => Some(fs),
+            Err(why) => {
+                eprintln!("SKIPPED: cannot make a small filesystem here: {why}");
+                None
+            }
+        }
+    }
+
     /// The mount point.
     pub fn path(&self) -> &Path {
         &self.dir
@@ -177,7 +188,7 @@ pub const BALLAST_BYTES: usize = 64 * 1024;
 /// Writes values of [`BALLAST_BYTES`] (under a prefix of their own) until one fails, and returns how many were
 /// taken: a backend may have room set aside before the disk filled (RocksDB preallocates its write-ahead log, a
 /// little more than a memtable), and only once that is spent is the disk full for it.
-async fn use_up_reserves(store: &dyn Storage) -> usize {
+pub async fn use_up_reserves(store: &dyn Storage) -> usize {
     // Compressible, so that a backend that compresses what it flushes needs little room to recover.
     let value = bytes::Bytes::from(vec![b'x'; BALLAST_BYTES]);
     for i in 0..4096 {
