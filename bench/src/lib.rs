@@ -4,10 +4,12 @@
 //! `target` starts or reaches the server, `client` speaks HTTPS to it, `phases` are the load, `raw` the
 //! physical limits of each backend, `report` the table and JSON, `delegated` the core cluster a server with
 //! delegated authentication and authorization asks, `transfer` the backup/restore/migrate throughput, `scale` reads
-//! as a store grows, `progress` where a run is (stderr), `plot` the run as a picture.
+//! as a store grows, `goals` the performance goals a run is checked against, `progress` where a run is (stderr),
+//! `plot` the run as a picture.
 
 pub mod client;
 pub mod delegated;
+pub mod goals;
 pub mod otlp;
 pub mod phases;
 pub mod plot;
@@ -63,7 +65,7 @@ impl Sizes {
             objects: 2000,
             concurrency: 16,
             gets: 10_000,
-            lists: 20,
+            lists: 200,
             increments: 50,
             updaters: 8,
             watch_events: 200,
@@ -341,6 +343,7 @@ async fn measure(
     phase!(load.get(ReadFrom::Latest).await);
     phase!(load.get(ReadFrom::Any).await);
     phase!(load.get(ReadFrom::NotOlderThan).await);
+    phase!(load.first_list().await);
     phase!(load.list(ReadFrom::Latest).await);
     phase!(load.list(ReadFrom::Any).await);
     phase!(load.list(ReadFrom::Exact).await);
@@ -375,7 +378,7 @@ async fn measure(
         .as_ref()
         .filter(|r| r.per_second > 0.0)
         .map(|r| results[0].per_second / r.per_second);
-    Ok(BackendReport {
+    let mut report = BackendReport {
         backend: row.name.to_string(),
         auth: row.auth,
         reviews: None,
@@ -384,7 +387,10 @@ async fn measure(
         raw,
         raw_extra,
         create_to_raw_ratio,
-    })
+        goals: Vec::new(),
+    };
+    report.goals = goals::check(&report, config.sizes.objects, config.sizes.watchers);
+    Ok(report)
 }
 
 async fn baseline_result(

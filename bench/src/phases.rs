@@ -375,6 +375,17 @@ impl Load {
         .await
     }
 
+    /// One LIST of the whole collection, alone: the first after the writes, which encodes every item in the
+    /// served form (later LISTs find the encodings kept), so that the list phases after it compare alike.
+    pub async fn first_list(self: &Arc<Self>) -> PhaseResult {
+        let load = self.clone();
+        self.parallel("list (first, encodes every item)", 1, 1, 200, move |_| {
+            let load = load.clone();
+            async move { load.send(load.client.get(load.url(TOPPINGS))).await }
+        })
+        .await
+    }
+
     /// Walks the whole collection in pages of 500 (`limit` and `continue`, as kubectl and informers list): one
     /// request of this phase is one walk, from the first page to the last.
     pub async fn list_pages(self: &Arc<Self>) -> PhaseResult {

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::Auth;
 use crate::delegated::Reviews;
+use crate::goals::Goal;
 
 /// One phase (or one raw baseline).
 #[derive(Clone, Debug, Serialize)]
@@ -116,6 +117,8 @@ pub struct BackendReport {
     pub raw_extra: Vec<PhaseResult>,
     /// Server creates/s divided by raw writes/s.
     pub create_to_raw_ratio: Option<f64>,
+    /// The performance issue's goals that apply to this backend, as measured here.
+    pub goals: Vec<Goal>,
 }
 
 /// A whole run.
@@ -238,6 +241,23 @@ impl Report {
             }
             if let Some(ratio) = backend.create_to_raw_ratio {
                 let _ = writeln!(out, "\nserver creates/s ÷ raw writes/s = {ratio:.2}");
+            }
+            if !backend.goals.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "\n| goal | measured | bound | met |\n|---|---|---|---|"
+                );
+                for goal in &backend.goals {
+                    let _ = writeln!(
+                        out,
+                        "| {} | {:.2} | {} {} | {} |",
+                        goal.what,
+                        goal.measured,
+                        goal.bound,
+                        goal.target,
+                        if goal.met { "yes" } else { "no" }
+                    );
+                }
             }
             if let Some(r) = backend.reviews {
                 let _ = writeln!(

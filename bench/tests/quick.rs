@@ -25,6 +25,7 @@ async fn quick_run_produces_every_phase() {
                 "get",
                 "get (rv=0)",
                 "get (rv=N, not older)",
+                "list (first, encodes every item)",
                 "list (rv unset)",
                 "list (rv=0)",
                 "list (rv=N, exact)",
@@ -89,6 +90,21 @@ async fn quick_run_produces_every_phase() {
     let table = report.table();
     assert!(
         table.contains("## sqlite") && table.contains("raw sqlite inserts"),
+        "{table}"
+    );
+    // The one goal that applies at this size, in process (no server CPU of its own): memory's
+    // unset-resourceVersion LIST against rv=0.
+    let goals: Vec<&str> = report.backends[0]
+        .goals
+        .iter()
+        .map(|g| g.what.as_str())
+        .collect();
+    assert!(
+        goals.len() == 1 && goals[0].starts_with("LIST with resourceVersion unset"),
+        "{goals:?}"
+    );
+    assert!(
+        table.contains("| goal | measured | bound | met |"),
         "{table}"
     );
     let json = serde_json::to_value(&report).unwrap();
