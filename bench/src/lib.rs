@@ -296,6 +296,7 @@ async fn measure(
         progress::Progress::new(row.name),
     ));
     let pid = target.pid;
+    let backend_pid = service.process();
     let idle_rss_mib = pid.and_then(|p| report::memory_mib(p, "VmRSS"));
     if row.warm {
         load.warm().await?;
@@ -310,11 +311,13 @@ async fn measure(
             };
             let core_cpu_before = core.and_then(CoreCluster::cpu_seconds);
             let before = pid.and_then(report::cpu_seconds);
+            let backend_before = backend_pid.and_then(report::cpu_seconds);
             let mut r: PhaseResult = $e;
             if let (Some(p), Some(b)) = (pid, before) {
                 r.server_cpu_seconds = report::cpu_seconds(p).map(|a| a - b);
                 r.server_peak_rss_mib = report::memory_mib(p, "VmHWM");
             }
+            r = r.note_backend_cpu(backend_pid, backend_before);
             if let (Some(core), Some(b)) = (core, core_cpu_before)
                 && let Some(a) = core.cpu_seconds()
             {
@@ -356,7 +359,10 @@ async fn measure(
         None
     } else {
         let value = vec![b'x'; config.sizes.value_bytes + 300];
-        baseline_result(service, config, value).await
+        let before = backend_pid.and_then(report::cpu_seconds);
+        baseline_result(service, config, value)
+            .await
+            .map(|r| r.note_backend_cpu(backend_pid, before))
     };
     let mut raw_extra = Vec::new();
     if row.raw

@@ -43,6 +43,19 @@ impl PhaseResult {
         self
     }
 
+    /// Notes the CPU seconds the backend's own process (`pid`, etcd) used since `before`, as `backend_cpu_s`.
+    pub fn note_backend_cpu(mut self, pid: Option<u32>, before: Option<f64>) -> Self {
+        if let (Some(pid), Some(before)) = (pid, before)
+            && let Some(after) = cpu_seconds(pid)
+        {
+            self.extra.insert(
+                "backend_cpu_s".into(),
+                serde_json::json!(((after - before) * 100.0).round() / 100.0),
+            );
+        }
+        self
+    }
+
     /// A phase that could not run, with why.
     pub fn failed(name: &str, concurrency: usize, ok: u16, error: String) -> Self {
         let mut r = PhaseResult::from_outcomes(name, concurrency, Duration::ZERO, &[], ok);

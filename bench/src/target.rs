@@ -62,6 +62,15 @@ impl Service {
         }
     }
 
+    /// The backend's own process, when it is one the harness started (etcd): its CPU is measured beside the
+    /// server's.
+    pub fn process(&self) -> Option<u32> {
+        match self {
+            Service::Etcd(server) => server.pid(),
+            _ => None,
+        }
+    }
+
     /// The pizza server flags that select this backend.
     pub fn server_args(&self, backend: Backend) -> Vec<String> {
         let mut args = vec!["--storage-backend".to_string(), backend.name().to_string()];

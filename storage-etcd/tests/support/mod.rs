@@ -114,6 +114,11 @@ impl EtcdServer {
         self.dir.path().join("etcd.log")
     }
 
+    /// The etcd process, while it runs (the bench measures its CPU).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// etcd's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
