@@ -49,7 +49,11 @@ impl Endpoint {
         let mut builder = reqwest::Client::builder()
             .use_rustls_tls()
             .pool_max_idle_per_host(1024)
-            .tcp_nodelay(true);
+            .tcp_nodelay(true)
+            // Reads HTTP/2 frames of up to 1 MiB, as Go's clients (kubectl, client-go, kube-apiserver's aggregator)
+            // have offered since Go 1.24 (x/net/http2's MaxReadFrameSize default); hyper's default is the
+            // protocol's minimum, 16 KiB, which makes a server send a large LIST as many more frames and writes.
+            .http2_max_frame_size(1 << 20);
         if let Some(pem) = &self.ca_pem {
             for cert in reqwest::Certificate::from_pem_bundle(pem).map_err(|e| e.to_string())? {
                 builder = builder.add_root_certificate(cert);

@@ -347,3 +347,76 @@ async fn silent_and_idle_connections_are_closed() {
     }
     server.stop().await;
 }
+
+/// HTTP/2 as kube-apiserver offers it: frames and stream windows of 256 KiB, and a connection window of that times
+/// the streams allowed (1,000 by default), read from the server's first frames.
+#[tokio::test]
+async fn http2_settings_are_kube_apiservers() {
+    use std::collections::HashMap;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = TempDir::new();
+    let server = start_in(&dir.0, Server::builder("test")).await;
+    let client = server.client(Protocol::Http2);
+    let tcp = tokio::net::TcpStream::connect(client.addr).await.unwrap();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(client.tls_config()));
+    let mut tls = connector
+        .connect(
+            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+            tcp,
+        )
+        .await
+        .unwrap();
+    // The client's preface and an empty SETTINGS frame.
+    tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    tls.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap();
+    let mut settings = HashMap::new();
+    let mut connection_window_update = None;
+    let read = async {
+        while settings.is_empty() || connection_window_update.is_none() {
+            let mut head = [0u8; 9];
+            tls.read_exact(&mut head).await.unwrap();
+            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+            let mut payload = vec![0u8; len];
+            tls.read_exact(&mut payload).await.unwrap();
+            match head[3] {
+                // SETTINGS, not the acknowledgement of ours.
+                4 if head[4] & 1 == 0 => {
+                    for entry in payload.chunks_exact(6) {
+                        settings.insert(
+                            u16::from_be_bytes([entry[0], entry[1]]),
+                            u32::from_be_bytes([entry[2], entry[3], entry[4], entry[5]]),
+                        );
+                    }
+                }
+                // WINDOW_UPDATE of the connection.
+                8 if stream == 0 => {
+                    connection_window_update = Some(
+                        u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]])
+                            & 0x7fff_ffff,
+                    );
+                }
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("SETTINGS and a WINDOW_UPDATE of the connection");
+    assert_eq!(settings.get(&0x5), Some(&(256 * 1024)), "MAX_FRAME_SIZE");
+    assert_eq!(
+        settings.get(&0x4),
+        Some(&(256 * 1024)),
+        "INITIAL_WINDOW_SIZE"
+    );
+    assert_eq!(settings.get(&0x3), Some(&1000), "MAX_CONCURRENT_STREAMS");
+    // The connection's window starts at 65,535 bytes.
+    assert_eq!(connection_window_update, Some(256 * 1024 * 1000 - 65_535));
+    // A connection still open would hold the server's graceful stop.
+    drop(tls);
+    server.stop().await;
+}

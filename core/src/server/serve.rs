@@ -48,6 +48,12 @@ const STORAGE_INITIALIZATION_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Go's HTTP/2 streams per connection when `--http2-max-streams-per-connection` is 0.
 const GO_HTTP2_MAX_STREAMS: u32 = 250;
+/// What kube-apiserver lets a client send at once on HTTP/2 ("at least 99% of serialized resources in surveyed
+/// clusters were smaller than 256kb"): frames and each stream's window of this size, and a connection window of
+/// this times the streams allowed, so that most writes arrive in one frame without waiting for window updates.
+const RESOURCE_BODY_99_PERCENTILE: u32 = 256 * 1024;
+/// HTTP/2's largest window.
+const MAX_HTTP2_WINDOW: u32 = (1 << 31) - 1;
 /// The most bytes of request line and headers a client may send (Go's `http.DefaultMaxHeaderBytes`, 1 MiB, which
 /// upstream's servers keep, plus the 4 KiB of slack Go's HTTP/1 reader allows); more is 431 over HTTP/1.1 and a
 /// stream error over HTTP/2.
@@ -689,6 +695,13 @@ async fn serve_connection(
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(http2_max_streams)
+        .max_frame_size(RESOURCE_BODY_99_PERCENTILE)
+        .initial_stream_window_size(RESOURCE_BODY_99_PERCENTILE)
+        .initial_connection_window_size(
+            RESOURCE_BODY_99_PERCENTILE
+                .saturating_mul(http2_max_streams)
+                .min(MAX_HTTP2_WINDOW),
+        )
         .max_header_list_size(MAX_HEADER_BYTES as u32);
     let connection = builder
         .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
