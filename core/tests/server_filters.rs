@@ -311,15 +311,7 @@ async fn silent_and_idle_connections_are_closed() {
     .await;
     for protocol in [Protocol::Http1, Protocol::Http2] {
         let client = server.client(protocol);
-        let tcp = tokio::net::TcpStream::connect(client.addr).await.unwrap();
-        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(client.tls_config()));
-        let mut tls = connector
-            .connect(
-                rustls::pki_types::ServerName::try_from("localhost").unwrap(),
-                tcp,
-            )
-            .await
-            .unwrap();
+        let mut tls = client.tls().await.unwrap();
         let mut buf = Vec::new();
         // The server closes the connection (for h2 after its SETTINGS); reading to the end proves it.
         let read = tokio::time::timeout(Duration::from_secs(10), tls.read_to_end(&mut buf)).await;
@@ -358,16 +350,7 @@ async fn http2_settings_are_kube_apiservers() {
 
     let dir = TempDir::new();
     let server = start_in(&dir.0, Server::builder("test")).await;
-    let client = server.client(Protocol::Http2);
-    let tcp = tokio::net::TcpStream::connect(client.addr).await.unwrap();
-    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(client.tls_config()));
-    let mut tls = connector
-        .connect(
-            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
-            tcp,
-        )
-        .await
-        .unwrap();
+    let mut tls = server.client(Protocol::Http2).tls().await.unwrap();
     // The client's preface and an empty SETTINGS frame.
     tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
         .await

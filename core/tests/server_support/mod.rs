@@ -18,6 +18,7 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 /// A temporary directory removed on drop.
 pub struct TempDir(pub PathBuf);
@@ -140,14 +141,19 @@ impl Client {
         config
     }
 
+    /// Connects and completes the TLS handshake, nothing sent yet: for tests that speak the protocol by hand.
+    pub async fn tls(&self) -> Result<TlsStream<TcpStream>, Box<dyn std::error::Error>> {
+        let tcp = TcpStream::connect(self.addr).await?;
+        let connector = TlsConnector::from(Arc::new(self.tls_config()));
+        let name = ServerName::try_from(self.server_name.clone())?;
+        Ok(connector.connect(name, tcp).await?)
+    }
+
     /// Connects and completes the TLS handshake; returns the negotiated ALPN protocol too.
     pub async fn connect(
         &self,
     ) -> Result<(Connection, Option<Vec<u8>>), Box<dyn std::error::Error>> {
-        let tcp = TcpStream::connect(self.addr).await?;
-        let connector = TlsConnector::from(Arc::new(self.tls_config()));
-        let name = ServerName::try_from(self.server_name.clone())?;
-        let tls = connector.connect(name, tcp).await?;
+        let tls = self.tls().await?;
         let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
         let io = TokioIo::new(tls);
         let connection = match self.protocol {
