@@ -317,15 +317,17 @@ async fn measure(
                 r.server_cpu_seconds = report::cpu_seconds(p).map(|a| a - b);
                 r.server_peak_rss_mib = report::memory_mib(p, "VmHWM");
             }
-            r = r.note_backend_cpu(backend_pid, backend_before);
-            if let (Some(core), Some(b)) = (core, core_cpu_before)
-                && let Some(a) = core.cpu_seconds()
-            {
-                r.extra.insert(
-                    "core_cluster_cpu_s".into(),
-                    serde_json::json!(((a - b) * 100.0).round() / 100.0),
+            r = r
+                .note_cpu(
+                    "backend_cpu_s",
+                    backend_before,
+                    backend_pid.and_then(report::cpu_seconds),
+                )
+                .note_cpu(
+                    "core_cluster_cpu_s",
+                    core_cpu_before,
+                    core.and_then(CoreCluster::cpu_seconds),
                 );
-            }
             if let (Some(core), Some(b)) = (core, reviews_before) {
                 let Reviews {
                     token_reviews,
@@ -360,9 +362,13 @@ async fn measure(
     } else {
         let value = vec![b'x'; config.sizes.value_bytes + 300];
         let before = backend_pid.and_then(report::cpu_seconds);
-        baseline_result(service, config, value)
-            .await
-            .map(|r| r.note_backend_cpu(backend_pid, before))
+        baseline_result(service, config, value).await.map(|r| {
+            r.note_cpu(
+                "backend_cpu_s",
+                before,
+                backend_pid.and_then(report::cpu_seconds),
+            )
+        })
     };
     let mut raw_extra = Vec::new();
     if row.raw

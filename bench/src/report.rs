@@ -43,13 +43,12 @@ impl PhaseResult {
         self
     }
 
-    /// Notes the CPU seconds the backend's own process (`pid`, etcd) used since `before`, as `backend_cpu_s`.
-    pub fn note_backend_cpu(mut self, pid: Option<u32>, before: Option<f64>) -> Self {
-        if let (Some(pid), Some(before)) = (pid, before)
-            && let Some(after) = cpu_seconds(pid)
-        {
+    /// Notes, as `key`, the CPU seconds another process used during the phase: `after - before` (e.g. etcd's as
+    /// `backend_cpu_s`, the core cluster's as `core_cluster_cpu_s`).
+    pub fn note_cpu(mut self, key: &str, before: Option<f64>, after: Option<f64>) -> Self {
+        if let (Some(before), Some(after)) = (before, after) {
             self.extra.insert(
-                "backend_cpu_s".into(),
+                key.into(),
                 serde_json::json!(((after - before) * 100.0).round() / 100.0),
             );
         }

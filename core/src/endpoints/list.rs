@@ -113,7 +113,8 @@ fn render_encoded_list<T: Resource>(
 /// What one piece of a streamed list holds at most (unless one item is larger), each allocated at its exact size.
 /// Small enough for the allocator's reused size classes: with pieces of up to 1 MiB (a list of 2,000 pizzas in one),
 /// the freed pieces of a thousand LISTs lingered in the allocator and the server's peak RSS rose 11-25 MiB more
-/// (`apiserver-bench --lists 1000`), at the same CPU per LIST. HTTP/2 sends 16 KiB frames either way.
+/// (`apiserver-bench --lists 1000`), at the same CPU per LIST. A piece is one HTTP/2 frame to clients that read frames
+/// of 64 KiB or more (Go's, 1 MiB since Go 1.24), and 16 KiB frames to those that keep the protocol's minimum.
 const PIECE_BYTES: usize = 64 * 1024;
 /// Items looked up or encoded together (one lock of the kept encodings each time).
 const ITEMS_PER_STEP: usize = 256;
