@@ -622,6 +622,6 @@ async fn the_cost_controller_reads_pizzas_from_the_cache() {
         tokio::time::sleep(Duration::from_millis(50)).await;
         after = scrape(&metrics_text(&server).await);
     }
-    assert_eq!(cache_lists(&after) - cache_lists(&before), 3.0);
+    assert!(cache_lists(&after) - cache_lists(&before) >= 3.0);
     assert_eq!(consistent_reads(&after) - consistent_reads(&before), 0.0);
 }
