@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::storage::{
-    EventType, GetOptions, ListOptions, Storage, StorageError, StoredObject, WatchEvent,
-    WatchOptions, WatchStream,
+    AllowDeletion, EventType, GetOptions, ListOptions, ResourceVersionMatch, Storage, StorageError,
+    StoredObject, WatchEvent, WatchOptions, WatchStream,
 };
 use apiserver_storage_etcd::etcd_client::GetOptions as RawGet;
 use apiserver_storage_etcd::{COMPACT_REV_KEY, EtcdConfig, EtcdStorage};
@@ -73,6 +73,50 @@ async fn store_at(url: String) -> EtcdStorage {
     })
     .await
     .expect("connect")
+}
+
+/// An unpaged list reads etcd in chunks (of 1,000 keys): larger than several chunks, it is still whole, in key order
+/// and at one revision, also at a past revision with the keys changed since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unpaged_lists_span_read_chunks_at_one_revision() {
+    let etcd = EtcdServer::start().await;
+    let store = etcd.store().await;
+    let mut created = Vec::new();
+    for i in 0..2_500 {
+        let key = format!("/chunks/{i:05}");
+        let value = Bytes::from(format!("v{i}"));
+        created.push(store.create(&key, value).await.expect("create"));
+    }
+    let at = created.last().expect("created").revision;
+    let whole = store.list("/chunks", &recursive()).await.expect("list");
+    assert_eq!(whole.revision, at);
+    assert_eq!(whole.items, created);
+    assert_eq!(whole.evaluated, 2_500);
+
+    // Changes in the first and the last chunk; the past revision still lists what was.
+    store
+        .delete("/chunks/00000", None, &mut AllowDeletion, None)
+        .await
+        .expect("delete");
+    store
+        .create("/chunks/99999", Bytes::from_static(b"late"))
+        .await
+        .expect("create");
+    let past = ListOptions {
+        resource_version: Some(at),
+        resource_version_match: Some(ResourceVersionMatch::Exact),
+        ..recursive()
+    };
+    let then = store
+        .list("/chunks", &past)
+        .await
+        .expect("list at a past revision");
+    assert_eq!(then.revision, at);
+    assert_eq!(then.items, created);
+    let now = store.list("/chunks", &recursive()).await.expect("list");
+    assert_eq!(now.items.len(), 2_500);
+    assert_eq!(now.items[0].key, "/chunks/00001");
+    assert_eq!(now.items[2_499].key, "/chunks/99999");
 }
 
 /// Two servers on one etcd: a write through one is seen by a watch, a consistent list and a get on the other.
