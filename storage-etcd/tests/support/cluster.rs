@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 #[path = "member.rs"]
 mod member;
 
-use member::{member_command, spawn_logged};
+use member::{default_binary, member_command, spawn_logged};
 use std::time::{Duration, Instant};
 
 use apiserver_storage_etcd::etcd_client::Client;
@@ -92,6 +92,7 @@ impl Cluster {
         let m = &self.members[i];
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
         let mut cmd = member_command(
+            &default_binary(),
             &m.name,
             &self.dir.path().join(&m.name),
             &client,

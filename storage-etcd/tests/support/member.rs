@@ -1,19 +1,25 @@
 //! The command line of one etcd member on loopback, shared by the single etcd of `mod.rs` and the cluster of
 //! `cluster.rs`: Debian's `etcd` (or `$ETCD_BIN`), none of the caller's `ETCD*` variables, warnings only.
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-/// etcd as member `name` of `initial_cluster` (`name=peer-url,...`), with its data in `data_dir`, serving clients
+/// The etcd binary tests start unless they ask for another: `$ETCD_BIN`, else `etcd` on `PATH` (Debian's 3.4).
+pub fn default_binary() -> OsString {
+    std::env::var_os("ETCD_BIN").unwrap_or_else(|| "etcd".into())
+}
+
+/// `bin` as member `name` of `initial_cluster` (`name=peer-url,...`), with its data in `data_dir`, serving clients
 /// on `client` and peers on `peer`; the caller adds its own flags and starts it with [`spawn_logged`].
 pub fn member_command(
+    bin: &OsString,
     name: &str,
     data_dir: &Path,
     client: &str,
     peer: &str,
     initial_cluster: &str,
 ) -> Command {
-    let bin = std::env::var_os("ETCD_BIN").unwrap_or_else(|| "etcd".into());
     let mut cmd = Command::new(bin);
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("ETCD") {

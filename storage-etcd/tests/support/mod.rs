@@ -9,6 +9,7 @@
 
 #![allow(dead_code)]
 
+use std::ffi::OsString;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apiserver_storage_etcd::etcd_client::{self, Client, ConnectOptions};
-use member::{member_command, spawn_logged};
+use member::{default_binary, member_command, spawn_logged};
 
 mod member;
 use apiserver_storage_etcd::{EtcdConfig, EtcdStorage};
@@ -37,6 +38,8 @@ pub struct ServerTls {
 
 /// A running etcd.
 pub struct EtcdServer {
+    /// The etcd binary, kept for restarts.
+    binary: OsString,
     child: Option<Child>,
     watchdog: Option<Child>,
     dir: tempfile::TempDir,
@@ -59,15 +62,30 @@ fn free_port() -> u16 {
 impl EtcdServer {
     /// Starts a plain-text etcd and waits until it answers.
     pub async fn start() -> EtcdServer {
-        Self::start_with(None, ConnectOptions::new()).await
+        Self::start_with(default_binary(), None, ConnectOptions::new()).await
+    }
+
+    /// Starts envtest's etcd (3.5.30, from `$KUBEBUILDER_ASSETS`, which `scripts/test.sh` unpacks from
+    /// `../shared/envtest`): an etcd whose progress notifications the watch cache can rely on (3.5.13 and later),
+    /// where Debian's 3.4 sends consistent reads to etcd.
+    pub async fn start_envtest() -> EtcdServer {
+        let assets = std::env::var_os("KUBEBUILDER_ASSETS").expect(
+            "KUBEBUILDER_ASSETS names the directory of envtest's etcd (scripts/test.sh sets it up)",
+        );
+        let binary = PathBuf::from(assets).join("etcd").into_os_string();
+        Self::start_with(binary, None, ConnectOptions::new()).await
     }
 
     /// Starts etcd serving TLS with `--client-cert-auth`; `probe` must carry a client identity.
     pub async fn start_tls(tls: ServerTls, probe: ConnectOptions) -> EtcdServer {
-        Self::start_with(Some(tls), probe).await
+        Self::start_with(default_binary(), Some(tls), probe).await
     }
 
-    async fn start_with(tls: Option<ServerTls>, probe: ConnectOptions) -> EtcdServer {
+    async fn start_with(
+        binary: OsString,
+        tls: Option<ServerTls>,
+        probe: ConnectOptions,
+    ) -> EtcdServer {
         let root = std::env::var_os("ETCD_TEST_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
@@ -79,6 +97,7 @@ impl EtcdServer {
                 .tempdir_in(&root)
                 .expect("temporary etcd directory");
             let mut server = EtcdServer {
+                binary: binary.clone(),
                 child: None,
                 watchdog: None,
                 dir,
@@ -128,6 +147,7 @@ impl EtcdServer {
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let client = self.url();
         let mut cmd = member_command(
+            &self.binary,
             &self.name,
             &self.data_dir(),
             &client,
@@ -253,6 +273,18 @@ impl Drop for EtcdServer {
 pub async fn fresh_store() -> Arc<dyn apiserver::storage::Storage> {
     let server = EtcdServer::start().await;
     let store = server.store().await;
+    apiserver::storage::testing::keeping(store, server)
+}
+
+/// [`fresh_store`] on envtest's etcd, after checking that the store relies on its progress notifications.
+pub async fn fresh_store_with_reliable_progress() -> Arc<dyn apiserver::storage::Storage> {
+    use apiserver::storage::Storage;
+    let server = EtcdServer::start_envtest().await;
+    let store = server.store().await;
+    assert!(
+        store.reliable_progress(),
+        "envtest's etcd should be 3.5.13 or later: consistent reads would not come from the cache"
+    );
     apiserver::storage::testing::keeping(store, server)
 }
 
