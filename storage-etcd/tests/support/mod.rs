@@ -276,7 +276,7 @@ pub async fn fresh_store() -> Arc<dyn apiserver::storage::Storage> {
     apiserver::storage::testing::keeping(store, server)
 }
 
-/// [`fresh_store`] on envtest's etcd, after checking that the store relies on its progress notifications.
+/// `fresh_store` on envtest's etcd, after checking that the store relies on its progress notifications.
 pub async fn fresh_store_with_reliable_progress() -> Arc<dyn apiserver::storage::Storage> {
     use apiserver::storage::Storage;
     let server = EtcdServer::start_envtest().await;
