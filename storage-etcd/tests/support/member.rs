@@ -1,7 +1,7 @@
 //! The command line of one etcd member on loopback, shared by the single etcd of `mod.rs` and the cluster of
 //! `cluster.rs`: Debian's `etcd` (or `$ETCD_BIN`), none of the caller's `ETCD*` variables, warnings only.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -13,7 +13,7 @@ pub fn default_binary() -> OsString {
 /// `bin` as member `name` of `initial_cluster` (`name=peer-url,...`), with its data in `data_dir`, serving clients
 /// on `client` and peers on `peer`; the caller adds its own flags and starts it with [`spawn_logged`].
 pub fn member_command(
-    bin: &OsString,
+    bin: &OsStr,
     name: &str,
     data_dir: &Path,
     client: &str,

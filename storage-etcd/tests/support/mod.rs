@@ -69,11 +69,13 @@ impl EtcdServer {
     /// `../shared/envtest`): an etcd whose progress notifications the watch cache can rely on (3.5.13 and later),
     /// where Debian's 3.4 sends consistent reads to etcd.
     pub async fn start_envtest() -> EtcdServer {
-        let assets = std::env::var_os("KUBEBUILDER_ASSETS").expect(
-            "KUBEBUILDER_ASSETS names the directory of envtest's etcd (scripts/test.sh sets it up)",
-        );
-        let binary = PathBuf::from(assets).join("etcd").into_os_string();
-        Self::start_with(binary, None, ConnectOptions::new()).await
+        let assets = apiserver::envtest::assets_dir().unwrap_or_else(|e| panic!("{e}"));
+        Self::start_with(
+            assets.join("etcd").into_os_string(),
+            None,
+            ConnectOptions::new(),
+        )
+        .await
     }
 
     /// Starts etcd serving TLS with `--client-cert-auth`; `probe` must carry a client identity.
