@@ -16,6 +16,7 @@ mod namespace_lifecycle;
 mod plugins;
 mod policy;
 mod reinvocation;
+mod resource_quota;
 mod typed;
 mod webhook;
 mod wire;
@@ -30,6 +31,7 @@ pub use namespace_lifecycle::{NAMESPACE_LIFECYCLE, NamespaceLifecycle};
 pub use plugins::{AdmissionOptions, Initializer, Lister, Listers, PluginError, Plugins};
 pub use policy::{VALIDATING_ADMISSION_POLICY, ValidatingPolicies};
 pub use reinvocation::Reinvocation;
+pub use resource_quota::{RESOURCE_QUOTA, ResourceQuotaAdmission, object_count_name};
 pub use typed::{KindCheck, check};
 pub use webhook::{
     MUTATING_ADMISSION_WEBHOOK, MutatingWebhooks, VALIDATING_ADMISSION_WEBHOOK, ValidatingWebhooks,

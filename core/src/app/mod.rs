@@ -54,8 +54,9 @@ pub use options::{Mode, NoFlags, Options, RecommendedOptions, StorageMediaType, 
 use crate::admission::{
     AdmissionOptions, Initializer, KindCheck, MUTATING_ADMISSION_POLICY,
     MUTATING_ADMISSION_WEBHOOK, MutatingPolicies, MutatingWebhooks, NAMESPACE_LIFECYCLE,
-    NamespaceLifecycle, Plugin, PluginError, Plugins, VALIDATING_ADMISSION_POLICY,
-    VALIDATING_ADMISSION_WEBHOOK, ValidatingPolicies, ValidatingWebhooks, check,
+    NamespaceLifecycle, Plugin, PluginError, Plugins, RESOURCE_QUOTA, ResourceQuotaAdmission,
+    VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_WEBHOOK, ValidatingPolicies,
+    ValidatingWebhooks, check,
 };
 use crate::auth::{
     ALL_AUTHENTICATED_GROUP, Authorizer, BearerTokens, DEFAULT_ALWAYS_ALLOW_PATHS,
@@ -470,8 +471,11 @@ impl Assembly {
             authorizer: Some(Arc::new(server_authorizer)),
             ..self.initializer.clone()
         };
+        // ResourceQuota runs last, as upstream orders it: what it charges is charged only if nothing refuses the
+        // request after it. Off by default: it needs the core cluster and RBAC on its ResourceQuotas.
         let admission = self
             .plugins
+            .register(RESOURCE_QUOTA, false, ResourceQuotaAdmission::build)
             .build(
                 &AdmissionOptions {
                     enable: options.serving.enable_admission_plugins.clone(),

@@ -16,7 +16,7 @@ use super::params::{ListParams, options_invalid};
 use super::update::attributes;
 use crate::admission::Operation;
 use crate::codec::{self, MediaType};
-use crate::meta::{DRY_RUN_ALL, DeleteOptions, Status, StatusDetails};
+use crate::meta::{DRY_RUN_ALL, DeleteOptions, ListMeta, Status, StatusDetails};
 use crate::registry::{ApiError, DeletePreconditions, DeleteRequest, Deletion, ObjectList};
 use crate::runtime::Resource;
 use crate::validation::{ErrorList, FieldError, Path};
@@ -50,12 +50,22 @@ pub(super) async fn delete<T: Resource>(
         } else {
             StatusCode::OK
         };
+        // Upstream 1.38 (k/k#138724): a delete answers the resourceVersion at which the object was deleted, so
+        // that a client can wait until its cache has seen the deletion.
+        let deleted_at = match &deletion {
+            Deletion::Deleted(object) => object.metadata().resource_version.clone(),
+            _ => String::new(),
+        };
         match deletion {
             Deletion::Pending(object) => {
                 render_object(endpoint.store.codec(), &context, output, code, &object)
             }
             Deletion::Deleted(object) | Deletion::AlreadyPending(object) => {
                 let status = Status {
+                    metadata: ListMeta {
+                        resource_version: deleted_at,
+                        ..ListMeta::default()
+                    },
                     details: Some(StatusDetails {
                         name: object.metadata().name.clone(),
                         group: endpoint.store.codec().group().to_string(),

@@ -7,8 +7,8 @@ use super::api::Endpoint;
 use super::context::Context;
 use super::encoded::Form;
 use super::output::{
-    Output, Transform, encode_document, encode_json_document, finish, partial_metadata, prettify,
-    respond, respond_bytes,
+    Output, Transform, encode_meta_document, encode_meta_json_document, finish, partial_metadata,
+    prettify, respond, respond_bytes,
 };
 use super::table::{IncludeObject, table};
 use crate::meta::ListMeta;
@@ -78,12 +78,10 @@ pub(super) fn render_object<T: Resource>(
                 .map_err(ApiError::internal)?;
             prettify(media_type, output.pretty, body)
         }
-        Transform::PartialObjectMetadata => encode_document(
+        Transform::PartialObjectMetadata => encode_meta_document(
             &partial_metadata(object.metadata()),
-            "meta.k8s.io/v1",
             "PartialObjectMetadata",
-            media_type,
-            output.pretty,
+            &output,
         )?,
         Transform::Table => {
             let include = IncludeObject::parse(&context.params)?;
@@ -98,7 +96,7 @@ pub(super) fn render_object<T: Resource>(
                 metadata,
                 include,
             )?;
-            encode_json_document(&table, media_type, output.pretty)?
+            encode_meta_json_document(&table, &output)?
         }
     };
     Ok(respond(code, media_type, body))

@@ -12,8 +12,8 @@ use super::api::Endpoint;
 use super::context::Context;
 use super::encoded::{EncodedObjects, Form};
 use super::output::{
-    Output, Transform, encode_document, encode_json_document, finish, partial_metadata, prettify,
-    respond,
+    Output, Transform, encode_meta_document, encode_meta_json_document, finish, partial_metadata,
+    prettify, respond,
 };
 use super::params::ListParams;
 use super::table::{IncludeObject, table};
@@ -243,13 +243,7 @@ pub(super) fn render_list<T: Resource>(
                     .map(|o| partial_metadata(o.metadata()))
                     .collect(),
             };
-            encode_document(
-                &partial,
-                "meta.k8s.io/v1",
-                "PartialObjectMetadataList",
-                media_type,
-                output.pretty,
-            )?
+            encode_meta_document(&partial, "PartialObjectMetadataList", &output)?
         }
         Transform::Table => {
             let include = IncludeObject::parse(&context.params)?;
@@ -260,7 +254,7 @@ pub(super) fn render_list<T: Resource>(
                 list.metadata.clone(),
                 include,
             )?;
-            encode_json_document(&table, media_type, output.pretty)?
+            encode_meta_json_document(&table, &output)?
         }
     };
     Ok(respond(code, media_type, body))

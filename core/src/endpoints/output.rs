@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::context::{Context, codec_error};
 use crate::codec::{
-    self, ConvertTarget, MediaType, Negotiated, ResourceRestrictions, negotiate_output,
-    negotiate_output_stream,
+    self, ConvertTarget, DefaultRestrictions, MediaType, Negotiated, ResourceRestrictions,
+    negotiate_output, negotiate_output_stream,
 };
 use crate::meta::{PartialObjectMetadata, Status};
 use crate::registry::ApiError;
@@ -22,12 +22,18 @@ pub(crate) enum Transform {
     PartialObjectMetadataList,
 }
 
+/// The `apiVersion` of `meta.k8s.io` answers unless the client asks for `v=v1beta1`.
+const META_V1: &str = "meta.k8s.io/v1";
+
 /// The negotiated form of a response.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Output {
     pub media_type: MediaType,
     pub pretty: bool,
     pub transform: Transform,
+    /// The `apiVersion` a transformed answer is written in: `meta.k8s.io/v1`, or `meta.k8s.io/v1beta1` when asked
+    /// for (`g=meta.k8s.io;v=v1beta1`, still served upstream).
+    pub meta_api_version: &'static str,
 }
 
 impl Output {
@@ -36,6 +42,7 @@ impl Output {
         media_type: MediaType::Json,
         pretty: false,
         transform: Transform::None,
+        meta_api_version: META_V1,
     };
 
     /// Negotiates a response body (or a watch stream when `stream`).
@@ -62,16 +69,34 @@ impl Output {
             Some("PartialObjectMetadataList") => Transform::PartialObjectMetadataList,
             _ => Transform::None,
         };
+        let v1beta1 = negotiated
+            .convert
+            .as_ref()
+            .is_some_and(|c| c.version == "v1beta1");
         Output {
             media_type: negotiated.media_type,
             pretty: pretty || negotiated.pretty,
             transform,
+            meta_api_version: if v1beta1 {
+                "meta.k8s.io/v1beta1"
+            } else {
+                META_V1
+            },
         }
     }
 
-    /// The negotiated output, or JSON if negotiation fails (for error responses).
+    /// The output of an error response: negotiated without transformations, or JSON if nothing is left (upstream's
+    /// `ErrorNegotiated` with `DefaultEndpointRestrictions`). A `Status` is never a `Table` or metadata, so an
+    /// `Accept` of client-go's metadata client (`protobuf;as=PartialObjectMetadata..., application/json`) gets its
+    /// errors in JSON, as from kube-apiserver.
     pub fn or_json(context: &Context) -> Output {
-        Self::negotiate(context, false).unwrap_or(Self::JSON)
+        negotiate_output(
+            context.header(header::ACCEPT),
+            &MediaType::ALL,
+            &DefaultRestrictions,
+        )
+        .map(|negotiated| Self::from_negotiated(&negotiated, context.params.pretty()))
+        .unwrap_or(Self::JSON)
     }
 
     /// The media type of an answer made of kept encoded objects ([`EncodedObjects`](super::encoded::EncodedObjects)):
@@ -152,6 +177,48 @@ pub(crate) fn encode_document<T: Serialize + prost::Message>(
         MediaType::Cbor => codec::encode_cbor_document(value).map_err(codec_error),
     }?;
     Ok(encoded)
+}
+
+/// Encodes a `meta.k8s.io` answer with a protobuf form (`PartialObjectMetadata` and its list) in the version the
+/// client asked for.
+pub(crate) fn encode_meta_document<T: Serialize + prost::Message>(
+    value: &T,
+    kind: &str,
+    output: &Output,
+) -> Result<Vec<u8>, ApiError> {
+    match output.media_type {
+        MediaType::Protobuf => encode_document(
+            value,
+            output.meta_api_version,
+            kind,
+            output.media_type,
+            output.pretty,
+        ),
+        _ => encode_meta_json_document(value, output),
+    }
+}
+
+/// Encodes a `meta.k8s.io` answer as [`encode_json_document`] does, in the version the client asked for: the
+/// types write `meta.k8s.io/v1`, rewritten (in the answer and its items) for `v1beta1`.
+pub(crate) fn encode_meta_json_document<T: Serialize>(
+    value: &T,
+    output: &Output,
+) -> Result<Vec<u8>, ApiError> {
+    let version = output.meta_api_version;
+    if version == META_V1 {
+        return encode_json_document(value, output.media_type, output.pretty);
+    }
+    let mut value = serde_json::to_value(value).map_err(ApiError::internal)?;
+    let rewrite = |v: &mut serde_json::Value| {
+        if v["apiVersion"] == META_V1 {
+            v["apiVersion"] = version.into();
+        }
+    };
+    rewrite(&mut value);
+    if let Some(items) = value.get_mut("items").and_then(|i| i.as_array_mut()) {
+        items.iter_mut().for_each(rewrite);
+    }
+    encode_json_document(&value, output.media_type, output.pretty)
 }
 
 /// Encodes a document without a protobuf form (Table has none upstream); CBOR carries it as it

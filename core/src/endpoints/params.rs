@@ -169,7 +169,15 @@ impl ListParams {
             .filter(|c| !c.is_empty())
             .map(str::to_string);
         let resource_version_raw = params.get("resourceVersion").unwrap_or("").to_string();
-        let resource_version = parse_resource_version(&resource_version_raw)?;
+        // Upstream's list prefixes the parse error (`invalid resource version: ...`); its get and watch answered
+        // the bare text with a 500 until 1.38 made them 400 too.
+        let resource_version = parse_resource_version(&resource_version_raw).map_err(|err| {
+            if watch {
+                err
+            } else {
+                ApiError::bad_request(format!("invalid resource version: {}", err.message))
+            }
+        })?;
         let match_raw = params.get("resourceVersionMatch").unwrap_or("");
         let timeout_seconds = params.int("timeoutSeconds")?;
         let allow_watch_bookmarks = params.bool("allowWatchBookmarks")?.unwrap_or(false);

@@ -2,6 +2,7 @@
 //! flushed as they happen; it ends on `timeoutSeconds`, on an ERROR event, or when the server drains.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,7 +16,8 @@ use super::api::Endpoint;
 use super::context::{Context, codec_error};
 use super::list::list_request;
 use super::output::{
-    Output, Transform, encode_document, encode_json_document, finish, partial_metadata,
+    Output, Transform, encode_document, encode_meta_document, encode_meta_json_document, finish,
+    partial_metadata,
 };
 use super::params::ListParams;
 use super::table::{IncludeObject, table};
@@ -57,8 +59,10 @@ pub(super) struct WatchRequest {
 
 impl WatchRequest {
     pub fn parse<T: Resource>(context: &Context) -> Result<Self, ApiError> {
+        // A watch's objects are single objects: `as=PartialObjectMetadata` turns each event's object into one
+        // (what client-go's metadata informers ask for), and `as=PartialObjectMetadataList` is not refused but
+        // ends the stream at its first object (see `EventEncoder::ends_before`), both as upstream.
         let output = Output::negotiate(context, true)?;
-        output.check_transform(true, &format!("*{}.{}List", context.version(), T::KIND))?;
         let params = ListParams::parse(&context.params)?;
         let timeout = watch_timeout(params.timeout_seconds);
         let include = IncludeObject::parse(&context.params)?;
@@ -70,6 +74,23 @@ impl WatchRequest {
         })
     }
 
+    /// Which events end the stream before they are sent. Upstream turns each event's object into the form asked
+    /// for, and an object cannot become a `PartialObjectMetadataList`: its watch server then fails to encode the
+    /// event and ends the stream, having sent nothing more (kube-apiserver 1.36: `200`, an empty body that ends at
+    /// the first object or bookmark; ERROR events carry a `Status`, which is never transformed).
+    fn ends_before(&self) -> impl Fn(EventType) -> bool + Send + Sync + 'static {
+        let untransformable = self.output.transform == Transform::PartialObjectMetadataList;
+        let bookmarks = self.request.allow_watch_bookmarks;
+        move |event| {
+            untransformable
+                && match event {
+                    EventType::Error => false,
+                    EventType::Bookmark => bookmarks,
+                    EventType::Added | EventType::Modified | EventType::Deleted => true,
+                }
+        }
+    }
+
     fn encoder<T: Resource>(&self, codec: &ResourceCodec<T>, context: &Context) -> EventEncoder<T> {
         EventEncoder {
             codec: codec.clone(),
@@ -77,6 +98,7 @@ impl WatchRequest {
             output: self.output,
             include: self.include,
             allow_bookmarks: self.request.allow_watch_bookmarks,
+            table_headers_sent: AtomicBool::new(false),
         }
     }
 }
@@ -90,12 +112,14 @@ async fn start<T: Resource>(
         .store
         .watch_events(context.namespace(), &watch.request)
         .await?;
+    let ends_before = watch.ends_before();
     let stored = StoredFrames {
         store: endpoint.store.clone(),
         frames: endpoint.frames.clone(),
         encoder: watch.encoder(endpoint.store.codec(), context),
     };
     let frames = until_error(events, |event| event.event_type == EventType::Error)
+        .take_while(move |event| futures::future::ready(!ends_before(event.event_type)))
         .filter_map(move |event| futures::future::ready(stored.frame(event)));
     Ok(stream::<T>(
         context,
@@ -114,7 +138,9 @@ pub(super) fn respond_items<T: Resource>(
     items: impl Stream<Item = WatchItem<T>> + Send + 'static,
 ) -> Response {
     let encoder = watch.encoder(codec, context);
+    let ends_before = watch.ends_before();
     let frames = until_error(items, |item| matches!(item, WatchItem::Error(_)))
+        .take_while(move |item| futures::future::ready(!ends_before(item.event_type())))
         .filter_map(move |item| futures::future::ready(encoder.frame(item)));
     stream::<T>(context, watch, codec.group(), frames)
 }
@@ -190,10 +216,14 @@ impl<T: Resource> StoredFrames<T> {
                 media_type: encoder.output.media_type,
                 transform: encoder.output.transform,
                 include: encoder.include,
+                table_headers: encoder.next_table_headers(),
             }),
             _ => None,
         };
         if let Some(frame) = key.as_ref().and_then(|k| self.frames.get(k)) {
+            if encoder.output.transform == Transform::Table {
+                encoder.table_headers();
+            }
             return Some(Ok(frame));
         }
         let frame = encoder.frame(self.store.watch_item(event, encoder.allow_bookmarks)?)?;
@@ -211,9 +241,23 @@ struct EventEncoder<T: Resource> {
     output: Output,
     include: IncludeObject,
     allow_bookmarks: bool,
+    /// Whether a `Table` with the column definitions went out: upstream sends them in a watcher's first event
+    /// only, and `"columnDefinitions": null` after that.
+    table_headers_sent: AtomicBool,
 }
 
 impl<T: Resource> EventEncoder<T> {
+    /// Whether the next `Table` carries the column definitions (only the first does); the next one will not.
+    fn table_headers(&self) -> bool {
+        !self.table_headers_sent.swap(true, Ordering::Relaxed)
+    }
+
+    /// Whether the next object event would carry the column definitions, without deciding it.
+    fn next_table_headers(&self) -> bool {
+        self.output.transform == Transform::Table
+            && !self.table_headers_sent.load(Ordering::Relaxed)
+    }
+
     /// The frame of one event; `None` for a bookmark the watcher did not ask for.
     fn frame(&self, item: WatchItem<T>) -> Option<Result<Bytes, std::io::Error>> {
         Some(match item {
@@ -265,21 +309,21 @@ impl<T: Resource> EventEncoder<T> {
                     resource_version: object.metadata().resource_version.clone(),
                     ..ListMeta::default()
                 };
-                let rows = if object.metadata().name.is_empty() {
-                    &[][..]
-                } else {
-                    std::slice::from_ref(object)
-                };
+                // A bookmark's object becomes a row too (an empty name), as upstream's.
+                let rows = std::slice::from_ref(object);
                 let table = table(&self.codec, &self.version, rows, metadata, self.include)?;
-                encode_json_document(&table, media_type, false)
+                let mut table = serde_json::to_value(&table).map_err(ApiError::internal)?;
+                if !self.table_headers() {
+                    table["columnDefinitions"] = serde_json::Value::Null;
+                }
+                encode_meta_json_document(&table, &self.output)
             }
+            // A `PartialObjectMetadataList` watch ends before its first object (`WatchRequest::ends_before`).
             Transform::PartialObjectMetadata | Transform::PartialObjectMetadataList => {
-                encode_document(
+                encode_meta_document(
                     &partial_metadata(object.metadata()),
-                    "meta.k8s.io/v1",
                     "PartialObjectMetadata",
-                    media_type,
-                    false,
+                    &self.output,
                 )
             }
             Transform::None => self
@@ -320,6 +364,8 @@ struct FrameKey {
     media_type: MediaType,
     transform: Transform,
     include: IncludeObject,
+    /// A `Table` with its column definitions (a watcher's first event) or without.
+    table_headers: bool,
 }
 
 /// The most recent encoded frames of one resource, so that a change fanned out to many watchers is decoded and
@@ -379,6 +425,7 @@ mod tests {
             media_type: MediaType::Json,
             transform: Transform::None,
             include: IncludeObject::Metadata,
+            table_headers: false,
         }
     }
 

@@ -130,6 +130,15 @@ pub enum WatchItem<T> {
 pub type WatchItems<T> = BoxStream<'static, WatchItem<T>>;
 
 impl<T> WatchItem<T> {
+    /// The type of the event this item is sent as.
+    pub fn event_type(&self) -> EventType {
+        match self {
+            WatchItem::Object(kind, _) => *kind,
+            WatchItem::Bookmark { .. } => EventType::Bookmark,
+            WatchItem::Error(_) => EventType::Error,
+        }
+    }
+
     /// The same event with its object turned into another type (a provided kind computed from a stored one).
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> WatchItem<U> {
         match self {

@@ -107,6 +107,7 @@ impl JsonSchema for ObjectMeta {
                     "x-kubernetes-patch-strategy": "merge",
                     "items": {
                         "type": "object",
+                        "x-kubernetes-map-type": "atomic",
                         "required": ["apiVersion", "kind", "name", "uid"],
                         "properties": {
                             "apiVersion": string("API version of the referent."),

@@ -64,6 +64,10 @@ const MAX_HTTP2_WINDOW: u32 = (1 << 31) - 1;
 /// upstream's servers keep, plus the 4 KiB of slack Go's HTTP/1 reader allows); more is 431 over HTTP/1.1 and a
 /// stream error over HTTP/2.
 const MAX_HEADER_BYTES: usize = (1 << 20) + 4096;
+/// The most header fields an HTTP/1.1 request may have (hyper's default is 100): upstream 1.38 takes 16,384 values
+/// of a header (a front proxy's `X-Remote-Group` lines), with room for the usual headers beside them. Go limits
+/// only the bytes; HTTP/2 is limited by [`MAX_HEADER_BYTES`] alone.
+const MAX_HEADER_FIELDS: usize = 16_384 + 256;
 /// A connection that has not started a request this long after its handshake is closed (upstream's
 /// `ReadHeaderTimeout`, 32 s), so that clients that connect and say nothing cannot use up file descriptors.
 const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(32);
@@ -696,7 +700,8 @@ async fn serve_connection(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .max_buf_size(MAX_HEADER_BYTES);
+        .max_buf_size(MAX_HEADER_BYTES)
+        .max_headers(MAX_HEADER_FIELDS);
     builder
         .http2()
         .timer(TokioTimer::new())

@@ -7,6 +7,7 @@
 //!
 //! One cluster for the whole binary: the scenarios run in order inside one test.
 
+mod cluster_controllers;
 mod support;
 mod webhooks;
 
@@ -238,6 +239,8 @@ async fn start_pizza(
             "--admission-control-config-file={}",
             path(&admission_config)
         ),
+        // As deploy/03-deployment.yaml: kube-apiserver enforces quotas only for what it serves.
+        "--enable-admission-plugins=ResourceQuota".into(),
     ]);
     assert_eq!(options.mode(), Mode::Delegated);
     let started = start(options).await.expect("pizza server starts");
@@ -353,6 +356,9 @@ async fn behind_kube_apiserver() {
     webhooks::admission_policies(&cluster, &admin, &direct).await;
     webhooks::authorizer_policies(&cluster, &admin).await;
     webhooks::mutating_policies(&cluster, &admin, &direct).await;
+    cluster_controllers::namespace_deletion(&cluster).await;
+    cluster_controllers::garbage_collection(&cluster).await;
+    cluster_controllers::resource_quota(&cluster).await;
     deployment_folder_applies(&admin);
     authorization_fails_closed(&cluster, &server_kubeconfig, &cert, &key, &serving_ca).await;
 

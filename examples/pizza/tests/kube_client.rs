@@ -113,3 +113,126 @@ async fn discovery_list_and_watch() {
     assert_eq!(list.items.len(), 1);
     assert!(list.metadata.resource_version.is_some());
 }
+
+/// kube-rs's metadata watcher, the Rust counterpart of client-go's metadata informers through which
+/// kube-controller-manager's garbage collector and quota controller see every resource, sees every change of
+/// pizzas: with list-then-watch and with a streaming list (`sendInitialEvents`), each event's object a
+/// `PartialObjectMetadata`.
+#[tokio::test(flavor = "multi_thread")]
+async fn metadata_watchers_see_every_change() {
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
+
+    let server = TestServer::start(&[support::NO_COST_CONTROLLER]).await;
+    let client = server.client().await;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(GROUP, "v1beta1", "Pizza"),
+        "pizzas",
+    );
+    let pizzas: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let metadata: Api<PartialObjectMeta<DynamicObject>> =
+        Api::namespaced_with(client.clone(), "default", &resource);
+    let toppings: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(GROUP, "v1beta1", "Topping"),
+            "toppings",
+        ),
+    );
+    let topping = serde_json::json!({
+        "apiVersion": format!("{GROUP}/v1beta1"), "kind": "Topping",
+        "metadata": {"name": "mozzarella"}, "spec": {"cost": 1.0}
+    });
+    toppings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(topping).unwrap(),
+        )
+        .await
+        .expect("create topping");
+    let pizza = |name: &str| -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": format!("{GROUP}/v1beta1"), "kind": "Pizza",
+            "metadata": {"name": name},
+            "spec": {"toppings": [{"name": "mozzarella", "quantity": 1}]}
+        }))
+        .unwrap()
+    };
+    pizzas
+        .create(&PostParams::default(), &pizza("existing"))
+        .await
+        .expect("create pizza");
+
+    let listed = metadata
+        .list(&Default::default())
+        .await
+        .expect("metadata list");
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].metadata.name.as_deref(), Some("existing"));
+
+    for (round, config) in [
+        ("list then watch", watcher::Config::default()),
+        (
+            "streaming list",
+            watcher::Config::default().streaming_lists(),
+        ),
+    ] {
+        let mut events = watcher(metadata.clone(), config).boxed();
+        let mut next = async || {
+            tokio::time::timeout(Duration::from_secs(10), events.next())
+                .await
+                .unwrap_or_else(|_| panic!("{round}: an event within 10 s"))
+                .expect("stream open")
+                .unwrap_or_else(|e| panic!("{round}: watcher error {e}"))
+        };
+        // The initial state: the existing pizza, then InitDone.
+        let mut initial = Vec::new();
+        loop {
+            match next().await {
+                watcher::Event::InitApply(object) => initial.push(object.metadata.name.unwrap()),
+                watcher::Event::InitDone => break,
+                _ => {}
+            }
+        }
+        assert_eq!(initial, ["existing"], "{round}");
+
+        let name = format!("new-{}", round.len());
+        pizzas
+            .create(&PostParams::default(), &pizza(&name))
+            .await
+            .expect("create pizza");
+        let watcher::Event::Apply(added) = next().await else {
+            panic!("{round}: the create arrives as Apply")
+        };
+        assert_eq!(added.metadata.name.as_deref(), Some(name.as_str()));
+        assert!(added.metadata.uid.is_some() && added.metadata.resource_version.is_some());
+
+        let labels =
+            serde_json::json!({"metadata": {"labels": {"round": round.replace(' ', "-")}}});
+        pizzas
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&labels))
+            .await
+            .expect("label pizza");
+        let watcher::Event::Apply(modified) = next().await else {
+            panic!("{round}: the label change arrives as Apply")
+        };
+        assert_eq!(
+            modified
+                .metadata
+                .labels
+                .unwrap_or_default()
+                .get("round")
+                .map(String::as_str),
+            Some(round.replace(' ', "-").as_str())
+        );
+
+        pizzas
+            .delete(&name, &DeleteParams::default())
+            .await
+            .expect("delete pizza");
+        let watcher::Event::Delete(deleted) = next().await else {
+            panic!("{round}: the delete arrives as Delete")
+        };
+        assert_eq!(deleted.metadata.name.as_deref(), Some(name.as_str()));
+    }
+}

@@ -6,6 +6,7 @@
 //! 2. [`panic`](mod@panic): a panic in anything below becomes a 500 `Status`, and the server keeps serving;
 //! 3. [`request_info`]: parses [`RequestInfo`](crate::request::RequestInfo) once into the extensions;
 //!    [`httplog`] then writes the access log line of every request (at `-v=3`);
+//!    [`compression`] gzips large API responses for clients that accept it;
 //! 4. [`warning`]: a [`Warnings`] recorder in the extensions, written out as `Warning` headers;
 //! 5. [`timeout`]: 504 for a request that is not long-running and has not been answered in time;
 //! 6. [`authentication`]: the [`User`](crate::auth::User) into the extensions, or 401;
@@ -22,6 +23,7 @@ pub mod audit;
 pub mod audit_id;
 pub mod authentication;
 pub mod authorization;
+pub mod compression;
 pub mod httplog;
 pub mod impersonation;
 pub mod max_in_flight;
@@ -117,6 +119,7 @@ impl FilterChain {
                 request_info::with_request_info,
             ))
             .layer(from_fn(httplog::log_request))
+            .layer(from_fn(compression::compress))
             .layer(from_fn(warning::record_warnings))
             .layer(from_fn_with_state(
                 self.request_timeout,

@@ -172,10 +172,20 @@ impl TestServer {
 
     /// Opens a streaming GET (e.g. a watch) and returns its status, headers and body stream.
     pub async fn stream(&self, path: &str, accept: &str) -> (u16, http::HeaderMap, Stream) {
-        let request = http::Request::get(path)
-            .header("accept", accept)
-            .body(kube::client::Body::from(Vec::new()))
-            .unwrap();
+        self.stream_with(path, &[("accept", accept)]).await
+    }
+
+    /// Opens a streaming GET with these headers.
+    pub async fn stream_with(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> (u16, http::HeaderMap, Stream) {
+        let mut request = http::Request::get(path);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(kube::client::Body::from(Vec::new())).unwrap();
         let response = self
             .client()
             .await
