@@ -242,10 +242,21 @@ pub struct HttpsServer {
 impl HttpsServer {
     /// Starts the server.
     pub async fn start(router: axum::Router, dns_names: &[&str]) -> Result<HttpsServer, Error> {
+        let (cert, key, ca_pem) = sign_serving_cert(dns_names)?;
+        Self::start_with_certificate(router, &cert, &key, ca_pem).await
+    }
+
+    /// Starts the server with the certificate and key given (PEM); `ca_pem` is what clients should trust (the
+    /// certificate itself when self-signed).
+    pub async fn start_with_certificate(
+        router: axum::Router,
+        cert: &str,
+        key: &str,
+        ca_pem: String,
+    ) -> Result<HttpsServer, Error> {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-        let (cert, key, ca_pem) = sign_serving_cert(dns_names)?;
         let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
         let bad = |e: String| Error::Io {
             what: "the HTTPS test server's certificate".into(),

@@ -116,6 +116,7 @@ pub mod runtime;
 pub mod server;
 pub mod storage;
 pub mod telemetry;
+pub mod tls_verify;
 pub mod validation;
 pub mod warning;
 

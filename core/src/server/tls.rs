@@ -11,15 +11,15 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose,
 };
-use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::{DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use rustls::{DigitallySignedStruct, ServerConfig, SignatureScheme};
 
 use super::ServingOptions;
+use crate::tls_verify::CaBundleVerifier;
 
 /// The serving certificate file name in the certificate directory (chain: serving certificate, then CA).
 pub const CERT_FILE: &str = "apiserver.crt";
@@ -155,17 +155,9 @@ impl ServingCertificate {
             message,
         };
         let ca_pem = self.ca_pem.as_deref().unwrap_or_default();
-        let mut roots = RootCertStore::empty();
-        for ca in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            roots
-                .add(ca.map_err(|e| invalid(format!("bad CA: {e}")))?)
-                .map_err(|e| invalid(format!("bad CA: {e}")))?;
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // As clients (Go's included) will check it.
         let verifier =
-            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                .build()
-                .map_err(|e| invalid(e.to_string()))?;
+            CaBundleVerifier::from_pem(ca_pem.as_bytes()).map_err(|e| invalid(e.to_string()))?;
         let (leaf, intermediates) = self
             .chain
             .split_first()
@@ -176,7 +168,7 @@ impl ServingCertificate {
                 .verify_server_cert(leaf, intermediates, &server_name, &[], UnixTime::now())
                 .map_err(|e| invalid(format!("not valid for {name}: {e}")))?;
         }
-        let signing_key = provider
+        let signing_key = rustls::crypto::ring::default_provider()
             .key_provider
             .load_private_key(self.key.clone_key())
             .map_err(|e| invalid(e.to_string()))?;
@@ -400,6 +392,7 @@ fn write_file(path: &Path, contents: &[u8], private: bool) -> Result<(), TlsErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustls::RootCertStore;
 
     #[test]
     fn generates_then_reuses_then_regenerates_when_broken() {

@@ -10,10 +10,11 @@ use std::time::Duration;
 use http_body_util::BodyExt;
 use k8s_openapi::api::admissionregistration::v1::WebhookClientConfig;
 use k8s_openapi::api::core::v1::Service;
-use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
 
 use crate::cluster::CoreCluster;
+use crate::tls_verify::{CaBundleVerifier, handshake_failure};
 
 /// The largest answer read from a webhook.
 const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
@@ -108,7 +109,8 @@ impl Clients {
                 if let Ok(mut clients) = self.clients.lock() {
                     clients.remove(&key);
                 }
-                format!("{shown}: {e}")
+                let reason = handshake_failure(&e).unwrap_or_else(|| e.to_string());
+                format!("{shown}: {reason}")
             })?;
             let status = response.status();
             let mut body = response.into_body();
@@ -198,27 +200,136 @@ impl Clients {
 }
 
 /// A client for `target` trusting `ca_bundle` (PEM; the system's roots when empty), with `auth`'s credentials.
+/// kube-rs's stack (base URI, credentials, impersonation headers) over its TLS configuration, with the bundle
+/// checked as kube-apiserver checks it ([`CaBundleVerifier`]).
 fn client(
     target: &Target,
     ca_bundle: &[u8],
     auth: Option<kube::config::AuthInfo>,
 ) -> Result<kube::Client, CallError> {
+    use kube::client::ConfigExt;
+
     let base: http::Uri = target
         .base
         .parse()
         .map_err(|e| CallError(format!("invalid webhook address {}: {e}", target.base)))?;
     let mut config = kube::Config::new(base);
-    if !ca_bundle.is_empty() {
-        let roots = CertificateDer::pem_slice_iter(ca_bundle)
-            .map(|c| c.map(|c| c.to_vec()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| CallError(format!("invalid caBundle: {e}")))?;
-        config.root_cert = Some(roots);
-    }
-    config.tls_server_name = target.server_name.clone();
     if let Some(auth) = auth {
         config.auth_info = auth;
     }
-    config.connect_timeout = Some(Duration::from_secs(10));
-    kube::Client::try_from(config).map_err(|e| CallError(e.to_string()))
+    let mut verifier = None;
+    if !ca_bundle.is_empty() {
+        let roots = CertificateDer::pem_slice_iter(ca_bundle)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| CallError(format!("invalid caBundle: {e}")))?;
+        config.root_cert = Some(roots.iter().map(|c| c.to_vec()).collect());
+        verifier = Some(CaBundleVerifier::new(roots).map_err(|e| CallError(e.to_string()))?);
+    }
+    let failed = |e: kube::Error| CallError(e.to_string());
+    let mut tls = config.rustls_client_config().map_err(failed)?;
+    if let Some(verifier) = verifier {
+        tls.dangerous()
+            .set_certificate_verifier(std::sync::Arc::new(verifier));
+    }
+    let mut https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only();
+    if let Some(name) = &target.server_name {
+        let name = ServerName::try_from(name.clone())
+            .map_err(|e| CallError(format!("invalid server name {name}: {e}")))?;
+        https = https.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
+    }
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(Duration::from_secs(10)));
+    let connector = https.enable_http1().wrap_connector(http);
+    let hyper_client =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(connector);
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer().map_err(failed)?)
+        .layer(config.extra_headers_layer().map_err(failed)?)
+        .map_err(tower::BoxError::from)
+        .service(hyper_client);
+    Ok(kube::client::ClientBuilder::new(service, config.default_namespace).build())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use k8s_openapi::ByteString;
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::envtest::HttpsServer;
+
+    /// What `openssl req -x509 -newkey ... -addext subjectAltName=IP:127.0.0.1` makes: a self-signed `CA:TRUE`
+    /// certificate (PEM) and its key.
+    fn self_signed_ca() -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        (params.self_signed(&key).unwrap().pem(), key.serialize_pem())
+    }
+
+    /// kube-apiserver calls such a webhook when the certificate is its `caBundle`; so do we, and a wrong bundle
+    /// fails with upstream's reason.
+    #[tokio::test]
+    async fn calls_a_webhook_serving_a_self_signed_ca_certificate() {
+        let (cert, key) = self_signed_ca();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let router = axum::Router::new().route(
+            "/validate",
+            axum::routing::post(move |axum::Json(review): axum::Json<Value>| async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                axum::Json(json!({
+                    "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                    "response": {"uid": review["request"]["uid"], "allowed": true},
+                }))
+            }),
+        );
+        let server = HttpsServer::start_with_certificate(router, &cert, &key, cert.clone())
+            .await
+            .unwrap();
+        // No core cluster is needed for a webhook given by URL.
+        let cluster =
+            CoreCluster::start(&kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+        let clients = Clients::new(cluster, None);
+        let url = format!("https://127.0.0.1:{}/validate", server.port);
+        let config = |ca_bundle: &str| WebhookClientConfig {
+            url: Some(url.clone()),
+            ca_bundle: Some(ByteString(ca_bundle.as_bytes().to_vec())),
+            service: None,
+        };
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "4711"},
+        });
+        let body = serde_json::to_vec(&review).unwrap();
+
+        let answer = clients
+            .post(&config(&cert), body.clone(), Duration::from_secs(10))
+            .await
+            .unwrap();
+        let answer: Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(answer["response"], json!({"uid": "4711", "allowed": true}));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+        let (other, _) = self_signed_ca();
+        let error = clients
+            .post(&config(&other), body, Duration::from_secs(10))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.0,
+            format!(
+                "Post \"{url}?timeout=10s\": tls: failed to verify certificate: x509: certificate signed by unknown authority"
+            )
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
 }
