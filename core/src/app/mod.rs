@@ -241,6 +241,7 @@ impl App {
                 delegated,
                 ValidatingWebhooks::build,
             );
+        let storage_versions = parse_storage_versions(&self.options.storage.storage_versions)?;
         let metrics = Arc::new(Metrics::new());
         Ok(Assembly {
             initializer: Initializer {
@@ -260,6 +261,7 @@ impl App {
             backend_name,
             metrics_name,
             instrumented: HashMap::new(),
+            storage_versions,
             core_cluster,
             mode,
             plugins,
@@ -269,6 +271,22 @@ impl App {
             configure: Vec::new(),
         })
     }
+}
+
+/// `--storage-version` entries (`resource.group=version`) by resource.
+fn parse_storage_versions(entries: &[String]) -> Result<HashMap<String, String>, StartError> {
+    entries
+        .iter()
+        .filter(|e| !e.is_empty())
+        .map(|entry| match entry.split_once('=') {
+            Some((resource, version)) if resource.contains('.') && !version.is_empty() => {
+                Ok((resource.to_string(), version.to_string()))
+            }
+            _ => Err(StartError::Storage(format!(
+                "--storage-version: {entry:?} is not RESOURCE.GROUP=VERSION"
+            ))),
+        })
+        .collect()
 }
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -289,6 +307,8 @@ pub struct Assembly {
     metrics_name: &'static str,
     /// The backend measured for each API group (storage LIST metrics are labelled by group).
     instrumented: HashMap<String, Arc<dyn Storage>>,
+    /// `--storage-version` entries by `resource.group`, taken out as their resources are added.
+    storage_versions: HashMap<String, String>,
     core_cluster: Option<CoreCluster>,
     mode: Mode,
     initializer: Initializer,
@@ -310,6 +330,20 @@ impl Assembly {
         codec
             .check_rules()
             .map_err(|errors| StartError::Rules(format!("{}: {}", T::KIND, errors.join("; "))))?;
+        let codec = match self
+            .storage_versions
+            .remove(&format!("{}.{}", T::PLURAL, T::GROUP))
+        {
+            Some(version) => codec.with_storage_version(&version).ok_or_else(|| {
+                StartError::Storage(format!(
+                    "--storage-version: {}.{} is not served in version {version:?} (served: {})",
+                    T::PLURAL,
+                    T::GROUP,
+                    codec.versions().collect::<Vec<_>>().join(", ")
+                ))
+            })?,
+            None => codec,
+        };
         let backend = self
             .instrumented
             .entry(T::GROUP.to_string())
@@ -433,6 +467,11 @@ impl Assembly {
     /// Builds admission, the API, discovery and OpenAPI, authentication and authorization, and binds the server;
     /// standalone, it also writes the admin's kubeconfig to `<data-dir>/kubeconfig`. The caller runs it.
     pub async fn bind(self) -> Result<Started, StartError> {
+        if let Some(unknown) = self.storage_versions.keys().next() {
+            return Err(StartError::Storage(format!(
+                "--storage-version: this server stores no resource {unknown:?}"
+            )));
+        }
         let options = &self.options;
         let names: Vec<String> = self.controllers.iter().map(|(n, _)| n.clone()).collect();
         let known: Vec<&str> = names.iter().map(String::as_str).collect();

@@ -104,6 +104,13 @@ pub struct StorageOptions {
     )]
     pub media_type: StorageMediaType,
 
+    /// The version a resource is stored in, overriding the server's choice: `RESOURCE.GROUP=VERSION` (e.g.
+    /// `pizzas.restaurant.programming-kubernetes.info=v1beta1`), repeatable or comma-separated. Objects are read in
+    /// any served version and written in this one; the storage-version migrator (or any no-op apply) rewrites old
+    /// ones. A resource or version the server does not serve is a startup error.
+    #[arg(long = "storage-version", value_delimiter = ',')]
+    pub storage_versions: Vec<String>,
+
     /// Bytes of objects kept encoded as lists serve them (per stored revision, version and media type), so that a
     /// LIST encodes each object once; 0 encodes every item on every request.
     #[arg(long = "encoded-object-cache-bytes", default_value_t = DEFAULT_ENCODED_OBJECT_BYTES)]

@@ -294,7 +294,7 @@ fn api_resource(kind: &KindDescription) -> APIResource {
         },
         short_names: kind.short_names.iter().map(|s| s.to_string()).collect(),
         categories: kind.categories.iter().map(|s| s.to_string()).collect(),
-        storage_version_hash: String::new(),
+        storage_version_hash: kind.storage_version_hash.clone(),
     }
 }
 

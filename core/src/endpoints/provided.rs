@@ -78,6 +78,7 @@ impl<T: Resource> ResourceEndpoint for ProvidedEndpoint<T> {
         KindDescription {
             read_only: true,
             watch: self.provider.watches(),
+            storage_version_hash: String::new(),
             ..self.codec.describe()
         }
     }

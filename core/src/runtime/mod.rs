@@ -29,5 +29,6 @@ pub use rules::{ValidationRule, add_validation_rule};
 pub use schema::openapi_schema;
 pub use scheme::{
     DecodeError, Decoded, EncodeError, KindDescription, ResourceCodec, SubresourceDescription,
+    storage_version_hash,
 };
 pub use versioned::Versioned;

@@ -412,6 +412,16 @@ impl<H: Resource> ResourceCodec<H> {
         self.versions.iter().any(|v| v.version() == version)
     }
 
+    /// The same codec storing in `version` instead (a `--storage-version` override); `None` when `version` is not
+    /// served.
+    pub fn with_storage_version(&self, version: &str) -> Option<Self> {
+        let served = self.find(version)?.version();
+        Some(Self {
+            storage_version: Some(served),
+            ..self.clone()
+        })
+    }
+
     /// The version objects are stored in.
     pub fn storage_version_name(&self) -> Option<&'static str> {
         self.storage_version
@@ -755,6 +765,10 @@ impl<H: Resource> ResourceCodec<H> {
             read_only: false,
             watch: true,
             versions: self.versions().collect(),
+            storage_version_hash: self
+                .storage_version_name()
+                .map(|version| storage_version_hash(H::GROUP, version, H::KIND))
+                .unwrap_or_default(),
             schemas: self
                 .versions
                 .iter()
@@ -762,6 +776,18 @@ impl<H: Resource> ResourceCodec<H> {
                 .collect(),
         }
     }
+}
+
+/// Upstream's `discovery.StorageVersionHash`: the first 8 bytes of the SHA-256 of `group/version/kind` of the
+/// storage version, in base64. It changes when the storage version does, which tells a storage-version migrator
+/// that objects may need rewriting.
+pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    use base64::Engine;
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{group}/{version}/{kind}").as_bytes(),
+    );
+    base64::engine::general_purpose::STANDARD.encode(&digest.as_ref()[..8])
 }
 
 /// A kind as discovery and OpenAPI see it: names, scope and the versions it is served in.
@@ -791,6 +817,8 @@ pub struct KindDescription {
     pub watch: bool,
     /// The served versions, the preferred one first.
     pub versions: Vec<&'static str>,
+    /// Discovery's `storageVersionHash` ([`storage_version_hash`]); empty for kinds not kept in storage.
+    pub storage_version_hash: String,
     /// The OpenAPI v3 schema of each served version's root type.
     pub schemas: BTreeMap<&'static str, serde_json::Value>,
 }

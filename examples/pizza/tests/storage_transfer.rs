@@ -436,3 +436,208 @@ async fn a_damaged_backup_is_refused_before_anything_is_written() {
     assert!(stderr.contains("truncated"), "{stderr}");
     assert!(target.objects().is_empty());
 }
+
+/// Storage-version migration (kube-controller-manager's `storage-version-migrator-controller`, GA and on by default
+/// since 1.37): a server restarted with `--storage-version` reads the objects written in the old version, shows the
+/// new version's hash in discovery, and the migrator's request for each object (recorded in
+/// `reference/kcm-requests/`: an apply of only `apiVersion`, `kind`, `metadata.uid` and `metadata.resourceVersion`,
+/// `fieldManager=storage-version-migrator-controller`, after a metadata list) rewrites it in the new version; one
+/// whose resourceVersion has moved on is refused with a 409 and nothing is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_storage_version_migrator_rewrites_every_object() {
+    const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    let dir = tempfile::tempdir().unwrap();
+    let flags = vec![
+        "--storage-backend=sqlite".to_string(),
+        format!("--data-dir={}", dir.path().display()),
+    ];
+    let stored_versions = |flags: &[String]| -> std::collections::BTreeMap<String, String> {
+        let out = storage(&["backup", "--to", "-"], flags);
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                serde_json::from_str::<Value>(l)
+                    .unwrap()
+                    .get("object")
+                    .cloned()
+            })
+            .filter(|o| o["key"].as_str().unwrap().contains("/pizzas/"))
+            .map(|o| {
+                use base64::Engine;
+                let value = base64::engine::general_purpose::STANDARD
+                    .decode(o["value"].as_str().unwrap())
+                    .unwrap();
+                let object: Value = serde_json::from_slice(&value).unwrap();
+                (
+                    object["metadata"]["name"].as_str().unwrap().to_string(),
+                    object["apiVersion"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let discovery_hash = async |server: &TestServer| {
+        let (code, _, body) = server
+            .raw(
+                "GET",
+                "/apis/restaurant.programming-kubernetes.info/v1beta1",
+                &[],
+                vec![],
+            )
+            .await;
+        assert_eq!(code, 200);
+        support::parse(&body)["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "pizzas")
+            .unwrap()["storageVersionHash"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+
+    let server = TestServer::start_in(
+        dir,
+        &["--storage-backend=sqlite", support::NO_COST_CONTROLLER],
+    )
+    .await;
+    fill(&server, 12).await;
+    let before = discovery_hash(&server).await;
+    let dir = server.stop().await;
+    let old = stored_versions(&flags);
+    assert!(old.len() >= 8, "{old:?}");
+    assert!(
+        old.values().all(|v| v.ends_with("/v1alpha1")),
+        "pizzas are stored in v1alpha1: {old:?}"
+    );
+
+    let server = TestServer::start_in(
+        dir,
+        &[
+            "--storage-backend=sqlite",
+            support::NO_COST_CONTROLLER,
+            "--storage-version=pizzas.restaurant.programming-kubernetes.info=v1beta1",
+        ],
+    )
+    .await;
+    let after = discovery_hash(&server).await;
+    assert_ne!(
+        before, after,
+        "the storage version hash changes with the storage version"
+    );
+    assert_eq!(
+        after,
+        apiserver::runtime::storage_version_hash(
+            "restaurant.programming-kubernetes.info",
+            "v1beta1",
+            "Pizza"
+        )
+    );
+
+    // The migrator: a metadata list, then one apply per object with what the list said.
+    let (code, _, body) = server
+        .raw(
+            "GET",
+            &format!("{PIZZAS}?limit=500"),
+            &[("accept", METADATA_LIST)],
+            vec![],
+        )
+        .await;
+    assert_eq!(code, 200);
+    let items = support::parse(&body)["items"].as_array().unwrap().clone();
+    assert_eq!(items.len(), old.len());
+    let apply = |meta: &Value| {
+        json!({
+            "kind": "Pizza",
+            "apiVersion": "restaurant.programming-kubernetes.info/v1beta1",
+            "metadata": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]},
+        })
+    };
+    let migrate = async |meta: &Value| {
+        server
+            .raw(
+                "PATCH",
+                &format!(
+                    "{PIZZAS}/{}?fieldManager=storage-version-migrator-controller",
+                    meta["name"].as_str().unwrap()
+                ),
+                &[
+                    ("content-type", "application/apply-patch+yaml"),
+                    ("accept", "application/json"),
+                ],
+                serde_json::to_vec(&apply(meta)).unwrap(),
+            )
+            .await
+    };
+    // One object changes after the list: its migration is refused, and retried from a fresh read.
+    let changed = &items[0]["metadata"];
+    let patch = json!({"metadata": {"labels": {"moved": "on"}}});
+    let (code, _, _) = server
+        .raw(
+            "PATCH",
+            &format!("{PIZZAS}/{}", changed["name"].as_str().unwrap()),
+            &[("content-type", "application/merge-patch+json")],
+            serde_json::to_vec(&patch).unwrap(),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let (code, _, body) = migrate(changed).await;
+    assert_eq!(code, 409, "{}", String::from_utf8_lossy(&body));
+    for item in &items[1..] {
+        let (code, _, body) = migrate(&item["metadata"]).await;
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+        let migrated = support::parse(&body);
+        // Nothing about the object changed but where it is kept: no manager entry for the migrator.
+        let managers: Vec<&str> = migrated["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["manager"].as_str().unwrap())
+            .collect();
+        assert!(
+            !managers.contains(&"storage-version-migrator-controller"),
+            "{managers:?}"
+        );
+    }
+    let name = changed["name"].as_str().unwrap();
+    let (_, _, body) = server
+        .raw("GET", &format!("{PIZZAS}/{name}"), &[], vec![])
+        .await;
+    let (code, _, body) = migrate(&support::parse(&body)["metadata"]).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let dir = server.stop().await;
+
+    let new = stored_versions(&flags);
+    assert_eq!(
+        new.keys().collect::<Vec<_>>(),
+        old.keys().collect::<Vec<_>>()
+    );
+    assert!(
+        new.values().all(|v| v.ends_with("/v1beta1")),
+        "every pizza is rewritten in v1beta1: {new:?}"
+    );
+    drop(dir);
+
+    // A version the server does not serve, or a resource it does not store, is refused at start.
+    for bad in [
+        "--storage-version=pizzas.restaurant.programming-kubernetes.info=v9",
+        "--storage-version=sauces.restaurant.programming-kubernetes.info=v1beta1",
+        "--storage-version=pizzas",
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args(["--secure-port=0", "--storage-backend=memory", bad])
+            .arg(format!(
+                "--data-dir={}",
+                tempfile::tempdir().unwrap().path().display()
+            ))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--storage-version"),
+            "{bad}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
