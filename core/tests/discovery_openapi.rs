@@ -35,6 +35,11 @@ fn kinds() -> Vec<KindDescription> {
             read_only: false,
             watch: true,
             versions: vec!["v1alpha1", "v1", "v1beta1"],
+            storage_version_hash: apiserver::runtime::storage_version_hash(
+                "example.com",
+                "v1",
+                "Widget",
+            ),
             schemas: BTreeMap::from([
                 ("v1alpha1", schema("v1alpha1", "Widget")),
                 ("v1", schema("v1", "Widget")),
@@ -54,6 +59,7 @@ fn kinds() -> Vec<KindDescription> {
             read_only: false,
             watch: true,
             versions: vec!["v1"],
+            storage_version_hash: String::new(),
             schemas: BTreeMap::from([("v1", schema("v1", "Gadget"))]),
         },
     ]

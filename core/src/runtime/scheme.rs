@@ -836,6 +836,16 @@ pub struct SubresourceDescription {
 
 #[cfg(test)]
 mod tests {
+    /// Values kube-apiserver shows in discovery (`kubectl get --raw /api/v1`, `/apis/apps/v1`).
+    #[test]
+    fn storage_version_hashes_are_upstreams() {
+        assert_eq!(super::storage_version_hash("", "v1", "Pod"), "xPOwRZ+Yhw8=");
+        assert_eq!(
+            super::storage_version_hash("apps", "v1", "Deployment"),
+            "8aSe+NMegvE="
+        );
+    }
+
     use super::*;
     use crate::meta::ObjectMeta;
     use crate::runtime::{PrinterColumn, Scope};
