@@ -475,6 +475,13 @@ async fn leader_election_through_a_lease_in_the_core_cluster() {
     use apiserver::server::ShutdownSignal;
     use k8s_openapi::api::coordination::v1::Lease;
 
+    struct Leading(Arc<AtomicBool>);
+    impl Drop for Leading {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::SeqCst);
+        }
+    }
+
     let cluster = Cluster::start().await.unwrap();
     let client = cluster.admin_client();
     let config = LeaderElectionConfig {
@@ -491,8 +498,9 @@ async fn leader_election_through_a_lease_in_the_core_cluster() {
             let flag = flag.clone();
             vec![Box::pin(async move {
                 flag.store(true, Ordering::SeqCst);
+                // Lowered however the controller ends: aborted (leadership lost or released) or returning.
+                let _leading = Leading(flag);
                 signal.initiated().await;
-                flag.store(false, Ordering::SeqCst);
             })
                 as apiserver::futures::future::BoxFuture<'static, ()>]
         });
