@@ -3,7 +3,8 @@
 //!
 //! A key is queued once however often its object changes before it is reconciled; a failed reconcile is retried
 //! after a backoff that doubles from 5 ms up to 30 s; each watch lists first, then watches from the list's
-//! revision, and starts over after an error. The loop ends when the server shuts down.
+//! revision, and starts over after an error. The loop ends when its shutdown signal fires (the server shuts down, or
+//! this replica loses the leader election lease, see [`crate::leader`]); dropping it ends the watches too.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -147,11 +148,12 @@ impl Controller {
             sender,
             waiting: Arc::default(),
         };
-        let watches: Vec<_> = self
-            .watches
-            .into_iter()
-            .map(|watch| tokio::spawn(watch(queue.clone(), shutdown.clone())))
-            .collect();
+        let _watches = AbortOnDrop(
+            self.watches
+                .into_iter()
+                .map(|watch| tokio::spawn(watch(queue.clone(), shutdown.clone())))
+                .collect(),
+        );
         let mut failures: HashMap<ObjectKey, u32> = HashMap::new();
         let stopped = shutdown.initiated();
         tokio::pin!(stopped);
@@ -183,8 +185,17 @@ impl Controller {
                 }
             }
         }
-        for watch in watches {
-            watch.abort();
+    }
+}
+
+/// Ends the watch tasks when the reconcile loop ends or is dropped (a controller stopped mid-reconcile when its
+/// replica loses leadership), so that a controller started again does not watch twice.
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
         }
     }
 }

@@ -80,7 +80,7 @@
 //! [`validation`] (field errors), [`runtime`] (objects, versions, conversion), [`codec`] (JSON, YAML, protobuf),
 //! [`meta`] (wire types), [`storage`] (the backend contract, the memory backend, the watch cache), beside
 //! [`discovery`], [`openapi`], [`metrics`], [`logging`], [`telemetry`], [`cluster`] (the core cluster) and
-//! [`controller`] (in-process controllers).
+//! [`controller`] (in-process controllers) with [`leader`] (leader election among replicas).
 //!
 //! # Writing a storage backend
 //!
@@ -103,6 +103,7 @@ pub mod controller;
 pub mod discovery;
 pub mod endpoints;
 pub mod fieldmanager;
+pub mod leader;
 pub mod logging;
 // A real kube-apiserver and etcd on loopback for end-to-end tests; only with the `testing` feature.
 #[cfg(feature = "testing")]

@@ -462,3 +462,92 @@ async fn aggregator_reaches_an_extension_server_on_loopback() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// Leader election through a `coordination.k8s.io/v1` Lease of the real kube-apiserver (the lock a server with a
+/// core cluster uses): one of two candidates leads, the Lease names it, and when it shuts down it releases the
+/// lease and the other takes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_election_through_a_lease_in_the_core_cluster() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use apiserver::leader::{ClusterLock, Lead, LeaderElectionConfig, LeaderElector};
+    use apiserver::server::ShutdownSignal;
+    use k8s_openapi::api::coordination::v1::Lease;
+
+    struct Leading(Arc<AtomicBool>);
+    impl Drop for Leading {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::SeqCst);
+        }
+    }
+
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.admin_client();
+    let config = LeaderElectionConfig {
+        lease_duration: Duration::from_secs(4),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(300),
+        namespace: "kube-system".into(),
+        name: "test-apiserver".into(),
+    };
+    let candidate = |identity: &str| {
+        let leading = Arc::new(AtomicBool::new(false));
+        let flag = leading.clone();
+        let lead: Lead = Box::new(move |signal: ShutdownSignal| {
+            let flag = flag.clone();
+            vec![Box::pin(async move {
+                flag.store(true, Ordering::SeqCst);
+                // Lowered however the controller ends: aborted (leadership lost or released) or returning.
+                let _leading = Leading(flag);
+                signal.initiated().await;
+            })
+                as apiserver::futures::future::BoxFuture<'static, ()>]
+        });
+        let lock = Arc::new(ClusterLock::new(
+            client.clone(),
+            "kube-system",
+            "test-apiserver",
+        ));
+        let shutdown = ShutdownSignal::new();
+        let elector = LeaderElector::new(lock, config.clone(), identity);
+        let task = tokio::spawn(elector.run(shutdown.clone(), lead));
+        (leading, shutdown, task)
+    };
+    let wait = |flag: Arc<AtomicBool>, what: &'static str| async move {
+        for _ in 0..200 {
+            if flag.load(Ordering::SeqCst) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{what} within 10s");
+    };
+    let leases = Api::<Lease>::namespaced(client.clone(), "kube-system");
+    let holder = || async {
+        let lease = leases.get("test-apiserver").await.unwrap();
+        lease.spec.unwrap().holder_identity.unwrap_or_default()
+    };
+
+    let (a_leads, a_stop, a_task) = candidate("a");
+    wait(a_leads.clone(), "a leads").await;
+    let (b_leads, b_stop, b_task) = candidate("b");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!b_leads.load(Ordering::SeqCst), "b took a held lease");
+    assert_eq!(holder().await, "a");
+
+    let stopped = std::time::Instant::now();
+    a_stop.initiate();
+    a_task.await.unwrap();
+    assert!(!a_leads.load(Ordering::SeqCst));
+    wait(b_leads.clone(), "b takes over").await;
+    eprintln!("takeover of a released Lease: {:?}", stopped.elapsed());
+    assert!(stopped.elapsed() < Duration::from_secs(2));
+    let lease = leases.get("test-apiserver").await.unwrap().spec.unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some("b"));
+    assert_eq!(lease.lease_transitions, Some(1));
+    assert_eq!(lease.lease_duration_seconds, Some(4));
+    b_stop.initiate();
+    b_task.await.unwrap();
+    assert_eq!(holder().await, "");
+}

@@ -176,6 +176,11 @@ impl apiserver::app::StorageBackend for EtcdOptions {
             .map_err(|e| e.to_string())
     }
 
+    /// Replicas of a server share one etcd cluster.
+    fn shared(&self, _: &str) -> bool {
+        true
+    }
+
     /// Upstream's spans and storage metrics call etcd `etcd3`.
     fn metrics_name(&self, _: &str) -> &'static str {
         "etcd3"

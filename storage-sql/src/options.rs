@@ -136,6 +136,11 @@ impl apiserver::app::StorageBackend for SqlStorageOptions {
             .map(crate::SqlStorage::into_dyn)
             .map_err(apiserver::app::open_error)
     }
+
+    /// Replicas of a server share one Postgres database; a SQLite file belongs to one process.
+    fn shared(&self, name: &str) -> bool {
+        name == "postgres"
+    }
 }
 
 #[cfg(test)]

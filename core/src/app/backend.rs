@@ -30,6 +30,13 @@ pub trait StorageBackend: Send + Sync + 'static {
     /// the server, as it is.
     async fn open(&self, name: &str, context: OpenContext<'_>) -> Result<Arc<dyn Storage>, String>;
 
+    /// Whether several server processes can run on one store of the backend `name` (a database server, not an
+    /// embedded file): `--leader-elect` is then on by default, so that one replica runs the controllers.
+    fn shared(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
+
     /// How storage metrics and spans name the backend (`etcd3` for etcd, as upstream); the name by default.
     fn metrics_name(&self, name: &str) -> &'static str {
         self.names()

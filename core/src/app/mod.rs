@@ -2,8 +2,9 @@
 //! assemble a Go one: the command line ([`RecommendedOptions`] plus the backends' flags), the storage backend chosen
 //! by `--storage-backend`, a watch-cached [`Store`] per resource, admission (NamespaceLifecycle and the admission
 //! webhooks first, then the server's plugins), delegated or standalone authentication and authorization,
-//! discovery, OpenAPI, health and readiness, metrics, audit, controllers selectable by `--controllers`, and, when
-//! standalone, an admin token and a kubeconfig that reaches the server.
+//! discovery, OpenAPI, health and readiness, metrics, audit, controllers selectable by `--controllers` (run by the
+//! elected leader among replicas with `--leader-elect`, see [`crate::leader`]), and, when standalone, an admin token
+//! and a kubeconfig that reaches the server.
 //!
 //! ```no_run
 //! use apiserver::app::{App, RecommendedOptions, StartError, Started};
@@ -24,9 +25,12 @@
 //!     .open()
 //!     .await?;
 //! let books = app.store(codec, strategy)?;
-//! app.controller("book-shelver", move |shutdown| async move {
-//!     // reconcile `books` until `shutdown`
-//! #   drop((books, shutdown));
+//! app.controller("book-shelver", move |shutdown| {
+//!     let books = books.clone();
+//!     async move {
+//!         // reconcile `books` until `shutdown`
+//! #       drop((books, shutdown));
+//!     }
 //! });
 //! let started: Started = app.bind().await?;
 //! started.server.run_until_signal().await?;
@@ -67,6 +71,7 @@ use crate::codec::MediaType;
 use crate::controller::is_enabled;
 use crate::discovery::Discovery;
 use crate::endpoints::{Api, Provider, Subresource};
+use crate::leader::{ClusterLock, Lead, LeaderElector, LeaseLock, StorageLock, default_identity};
 use crate::metrics::Metrics;
 use crate::openapi::OpenApi;
 use crate::registry::{Store, Strategy};
@@ -116,6 +121,9 @@ pub enum StartError {
     /// `--controllers` names a controller the server does not have.
     #[error("--controllers: {0}")]
     Controllers(String),
+    /// The `--leader-elect-*` flags are not a valid election.
+    #[error("leader election: {0}")]
+    LeaderElection(String),
     /// The server could not be bound or configured (address, TLS, settings).
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -209,6 +217,7 @@ impl App {
             return Err(StartError::StorageHandedOver);
         }
         let metrics_name = chosen.metrics_name(backend_name);
+        let shared_storage = chosen.shared(backend_name);
         let core_cluster =
             match crate::cluster::config(self.options.core_api.kubeconfig.as_deref()).await? {
                 Some(config) => Some(CoreCluster::start(&config)?),
@@ -260,6 +269,7 @@ impl App {
             backend,
             backend_name,
             metrics_name,
+            shared_storage,
             instrumented: HashMap::new(),
             storage_versions,
             core_cluster,
@@ -290,7 +300,8 @@ fn parse_storage_versions(entries: &[String]) -> Result<HashMap<String, String>,
 }
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
-type Controller = Box<dyn FnOnce(ShutdownSignal) -> BoxFuture + Send>;
+/// A controller's run function: called each time the controllers start (again after leadership is regained).
+type Controller = Arc<dyn Fn(ShutdownSignal) -> BoxFuture + Send + Sync>;
 
 /// A server with its storage open, gathering its resources, admission plugins and controllers.
 pub struct Assembly {
@@ -305,6 +316,8 @@ pub struct Assembly {
     backend: Arc<dyn Storage>,
     backend_name: &'static str,
     metrics_name: &'static str,
+    /// Whether several replicas can share the backend (the default of `--leader-elect`).
+    shared_storage: bool,
     /// The backend measured for each API group (storage LIST metrics are labelled by group).
     instrumented: HashMap<String, Arc<dyn Storage>>,
     /// `--storage-version` entries by `resource.group`, taken out as their resources are added.
@@ -433,16 +446,18 @@ impl Assembly {
         });
     }
 
-    /// Runs a controller once the server listens, unless `--controllers` leaves it out; its post-start hook is
-    /// `start-<name>-controller`.
+    /// Runs a controller until `shutdown` fires, unless `--controllers` leaves it out. Without leader election it
+    /// starts once the server listens (post-start hook `start-<name>-controller`); with `--leader-elect` it starts
+    /// each time this replica acquires the lease, and `shutdown` fires (and the future is dropped) when leadership
+    /// is lost, so `run` may be called more than once.
     pub fn controller<F, Fut>(&mut self, name: &str, run: F)
     where
-        F: FnOnce(ShutdownSignal) -> Fut + Send + 'static,
+        F: Fn(ShutdownSignal) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         self.controllers.push((
             name.to_string(),
-            Box::new(move |shutdown| Box::pin(run(shutdown))),
+            Arc::new(move |shutdown| Box::pin(run(shutdown))),
         ));
     }
 
@@ -464,23 +479,72 @@ impl Assembly {
         self.core_cluster.as_ref()
     }
 
+    /// The candidate for the controllers' lease when `--leader-elect` (or its default) asks for an election and
+    /// some controller is enabled: the lease in the core cluster when there is one, else in the server's storage.
+    fn leader_elector(&self, no_controllers: bool) -> Result<Option<LeaderElector>, StartError> {
+        let options = &self.options.leader_election;
+        if !options.enabled(self.shared_storage) {
+            return Ok(None);
+        }
+        let config = options
+            .config(&self.name)
+            .map_err(StartError::LeaderElection)?;
+        if no_controllers {
+            return Ok(None);
+        }
+        let (lock, place): (Arc<dyn LeaseLock>, &str) = match &self.core_cluster {
+            Some(cluster) => (
+                Arc::new(ClusterLock::new(
+                    cluster.client(),
+                    &config.namespace,
+                    &config.name,
+                )),
+                "the core cluster",
+            ),
+            None => (
+                Arc::new(
+                    StorageLock::new(
+                        self.backend.clone(),
+                        &self.prefix,
+                        &config.namespace,
+                        &config.name,
+                    )
+                    .map_err(|e| StartError::LeaderElection(e.to_string()))?,
+                ),
+                self.backend_name,
+            ),
+        };
+        let elector =
+            LeaderElector::new(lock, config, default_identity()).with_metrics(&self.metrics);
+        tracing::info!(
+            identity = %elector.identity(),
+            "leader election: the controllers run on the holder of lease {} in {place}",
+            elector.lock_description()
+        );
+        Ok(Some(elector))
+    }
+
     /// Builds admission, the API, discovery and OpenAPI, authentication and authorization, and binds the server;
     /// standalone, it also writes the admin's kubeconfig to `<data-dir>/kubeconfig`. The caller runs it.
-    pub async fn bind(self) -> Result<Started, StartError> {
+    pub async fn bind(mut self) -> Result<Started, StartError> {
         if let Some(unknown) = self.storage_versions.keys().next() {
             return Err(StartError::Storage(format!(
                 "--storage-version: this server stores no resource {unknown:?}"
             )));
         }
-        let options = &self.options;
-        let names: Vec<String> = self.controllers.iter().map(|(n, _)| n.clone()).collect();
+        let controllers = std::mem::take(&mut self.controllers);
+        let names: Vec<String> = controllers.iter().map(|(n, _)| n.clone()).collect();
         let known: Vec<&str> = names.iter().map(String::as_str).collect();
         let mut enabled = Vec::new();
-        for (name, run) in self.controllers {
-            if is_enabled(&options.controllers, &name, &known).map_err(StartError::Controllers)? {
+        for (name, run) in controllers {
+            if is_enabled(&self.options.controllers, &name, &known)
+                .map_err(StartError::Controllers)?
+            {
                 enabled.push((name, run));
             }
         }
+        let elector = self.leader_elector(enabled.is_empty())?;
+        let options = &self.options;
         // The authorizer, asked by the filter chain and by admission's CEL `authorizer`.
         let (paths, configured): (Vec<String>, Option<Arc<dyn Authorizer>>) =
             match self.mode {
@@ -603,14 +667,42 @@ impl Assembly {
                 },
             );
         }
-        for (name, run) in enabled {
-            builder = builder.post_start_hook(
-                format!("start-{name}-controller"),
-                move |shutdown| async move {
-                    tokio::spawn(run(shutdown));
-                    Ok(())
-                },
-            );
+        match elector {
+            None => {
+                for (name, run) in enabled {
+                    builder = builder.post_start_hook(
+                        format!("start-{name}-controller"),
+                        move |shutdown| async move {
+                            tokio::spawn(run(shutdown));
+                            Ok(())
+                        },
+                    );
+                }
+            }
+            Some(elector) => {
+                let lead: Lead = Box::new(move |leading| {
+                    enabled
+                        .iter()
+                        .map(|(name, run)| {
+                            tracing::info!(controller = %name, "starting controller");
+                            run(leading.clone())
+                        })
+                        .collect()
+                });
+                // The pre-shutdown hook waits for the election to end: the lease released before the process exits.
+                let (ended, election_ended) = tokio::sync::oneshot::channel::<()>();
+                builder = builder
+                    .post_start_hook("start-leader-election", move |shutdown| async move {
+                        tokio::spawn(async move {
+                            elector.run(shutdown, lead).await;
+                            drop(ended);
+                        });
+                        Ok(())
+                    })
+                    .pre_shutdown_hook("release-leader-election-lease", move || async move {
+                        let _ = election_ended.await;
+                    });
+            }
         }
         for change in self.configure {
             builder = change(builder);

@@ -1,5 +1,5 @@
 //! The command line every server shares (upstream's `RecommendedOptions`): serving, authentication, authorization,
-//! the core cluster, audit, logs, traces, storage and controllers. A binary flattens [`RecommendedOptions`] beside
+//! the core cluster, audit, logs, traces, storage, controllers and their leader election. A binary flattens [`RecommendedOptions`] beside
 //! the options of the storage backends it was built with.
 
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use crate::auth::{AuthenticationOptions, AuthorizationOptions};
 use crate::cluster::CoreApiOptions;
 use crate::codec::MediaType;
 use crate::endpoints::DEFAULT_ENCODED_OBJECT_BYTES;
+use crate::leader::LeaderElectionOptions;
 use crate::logging::LoggingOptions;
 use crate::server::ServingOptions;
 use crate::telemetry::TracingOptions;
@@ -76,6 +77,11 @@ pub struct RecommendedOptions {
     /// for all but one; a list without `*` runs only the controllers it names.
     #[arg(long = "controllers", value_delimiter = ',', default_value = "*")]
     pub controllers: Vec<String>,
+
+    /// Whether replicas elect one of them to run the controllers (`--leader-elect` and its `--leader-elect-*`
+    /// flags, as kube-controller-manager's).
+    #[command(flatten)]
+    pub leader_election: LeaderElectionOptions,
 }
 
 /// Which backend holds the objects, where, and how they are encoded.
@@ -226,6 +232,7 @@ mod tests {
             DEFAULT_ENCODED_OBJECT_BYTES
         );
         assert_eq!(cli.server.controllers, ["*"]);
+        assert_eq!(cli.server.leader_election, LeaderElectionOptions::default());
         assert_eq!(cli.server.mode(), Mode::Standalone);
     }
 }

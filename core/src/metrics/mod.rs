@@ -341,6 +341,9 @@ pub struct Metrics {
     pub delegated_authz_durations: HistogramVec,
     /// `authentication_token_cache_request_total{status}`: `hit` or `miss`.
     pub token_cache_requests: IntCounterVec,
+    /// `leader_election_master_status{name}` (client-go's): 1 while this replica holds the lease `name` and runs
+    /// the controllers, 0 otherwise.
+    pub leader_election_master_status: IntGaugeVec,
     /// The Tokio runtime, read at each scrape: `tokio_runtime_workers`, `tokio_runtime_alive_tasks`,
     /// `tokio_runtime_global_queue_depth`, `tokio_runtime_worker_busy_seconds{worker}` (cumulative).
     runtime: RuntimeGauges,
@@ -611,6 +614,12 @@ impl Metrics {
                 "Total number of token cache requests, by hit or miss.",
                 &["status"],
             ),
+            leader_election_master_status: gauge(
+                "leader_election_master_status",
+                "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates \
+                 master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+                &["name"],
+            ),
             runtime: RuntimeGauges {
                 workers: IntGauge::new(
                     "tokio_runtime_workers",
@@ -653,7 +662,8 @@ impl Metrics {
                 .register(collector)
                 .expect("unique metric names");
         }
-        let collectors: [Box<dyn prometheus::core::Collector>; 37] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 38] = [
+            Box::new(metrics.leader_election_master_status.clone()),
             Box::new(metrics.delegated_authn_requests.clone()),
             Box::new(metrics.delegated_authn_durations.clone()),
             Box::new(metrics.delegated_authz_requests.clone()),

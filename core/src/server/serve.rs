@@ -124,6 +124,11 @@ struct PostStartHook {
     status: HookStatus,
 }
 
+type PreShutdownHook = (
+    String,
+    Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>,
+);
+
 /// Configures a [`Server`]: options, routes, health checks, hooks, authentication and authorization.
 pub struct ServerBuilder {
     name: String,
@@ -136,6 +141,7 @@ pub struct ServerBuilder {
     livez: HealthEndpoint,
     readyz: HealthEndpoint,
     hooks: Vec<PostStartHook>,
+    pre_shutdown_hooks: Vec<PreShutdownHook>,
     authenticators: Vec<Box<dyn Authenticator>>,
     anonymous: bool,
     authorizer: Option<Box<dyn Authorizer>>,
@@ -168,6 +174,7 @@ impl ServerBuilder {
             livez: HealthEndpoint::new("livez"),
             readyz: HealthEndpoint::new("readyz"),
             hooks: Vec::new(),
+            pre_shutdown_hooks: Vec::new(),
             authenticators: Vec::new(),
             anonymous: true,
             authorizer: None,
@@ -210,6 +217,19 @@ impl ServerBuilder {
     /// Where to keep generated certificates when `--cert-dir` is not given (e.g. `<data-dir>/certs`).
     pub fn default_cert_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.default_cert_dir = Some(dir.into());
+        self
+    }
+
+    /// Runs `hook` once shutdown is initiated (upstream's `AddPreShutdownHook`); [`Server::run`] returns only
+    /// after it finished, or after the shutdown timeout. For work that must be done before the process exits,
+    /// such as releasing a leader election lease.
+    pub fn pre_shutdown_hook<F, Fut>(mut self, name: impl Into<String>, hook: F) -> Self
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.pre_shutdown_hooks
+            .push((name.into(), Box::new(move || Box::pin(hook()))));
         self
     }
 
@@ -435,6 +455,7 @@ impl ServerBuilder {
             certificate,
             app,
             hooks: self.hooks,
+            pre_shutdown_hooks: self.pre_shutdown_hooks,
             shutdown_timeout: self.shutdown_timeout,
             connection_timeouts: self.connection_timeouts,
             signal: self.signal,
@@ -454,6 +475,7 @@ pub struct Server {
     certificate: ServingCertificate,
     app: Router,
     hooks: Vec<PostStartHook>,
+    pre_shutdown_hooks: Vec<PreShutdownHook>,
     shutdown_timeout: Duration,
     connection_timeouts: ConnectionTimeouts,
     signal: ShutdownSignal,
@@ -525,6 +547,7 @@ impl Server {
             tls,
             app,
             hooks,
+            pre_shutdown_hooks,
             shutdown_timeout,
             connection_timeouts,
             signal,
@@ -552,6 +575,20 @@ impl Server {
                 }
             });
         }
+
+        let pre_shutdown: Vec<_> = pre_shutdown_hooks
+            .into_iter()
+            .map(|(name, hook)| {
+                let initiated = signal.initiated();
+                (
+                    name,
+                    tokio::spawn(async move {
+                        initiated.await;
+                        hook().await;
+                    }),
+                )
+            })
+            .collect();
 
         let delay = options.shutdown_delay_duration;
         let initiated = signal.initiated();
@@ -612,6 +649,11 @@ impl Server {
                 ?shutdown_timeout,
                 "connections still open after the shutdown timeout"
             );
+        }
+        for (hook, task) in pre_shutdown {
+            if tokio::time::timeout(shutdown_timeout, task).await.is_err() {
+                tracing::warn!(%hook, ?shutdown_timeout, "pre-shutdown hook still running after the shutdown timeout");
+            }
         }
         if let Some(auditor) = auditor {
             auditor.shutdown().await;

@@ -47,7 +47,8 @@ impl Options {
 }
 
 /// Opens the storage, assembles the API and binds the server; the caller runs it. Controllers: pizza-cost (a
-/// pizza's status.cost from its toppings), oven (an oven line's status from its spec).
+/// pizza's status.cost from its toppings), oven (an oven line's status from its spec); on Postgres and etcd only
+/// the replica holding the leader election lease runs them (`--leader-elect`).
 pub async fn start(options: Options) -> Result<Started, StartError> {
     let mut app = App::new("pizza-apiserver", options.server)
         .version(apiserver::version_info!())
@@ -65,9 +66,11 @@ pub async fn start(options: Options) -> Result<Started, StartError> {
     app.subresource(&pizzas, "log", kitchen::Log);
     app.kind_check(PIZZA_TOPPINGS, true, PizzaToppings::build);
     app.controller(COST_CONTROLLER, move |shutdown| {
-        cost::run(pizzas, toppings, shutdown)
+        cost::run(pizzas.clone(), toppings.clone(), shutdown)
     });
-    app.controller(OVEN_CONTROLLER, move |shutdown| oven::run(ovens, shutdown));
+    app.controller(OVEN_CONTROLLER, move |shutdown| {
+        oven::run(ovens.clone(), shutdown)
+    });
     app.bind().await
 }
 

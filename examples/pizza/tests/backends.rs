@@ -63,7 +63,8 @@ async fn assert_replicas_share(a: &TestServer, b: &TestServer) {
 }
 
 /// The cost controller and a finalizer-held deletion, written through `a` and `b` in turn: a topping's new cost
-/// written on `a` is in the pizza's status on `b` (each replica runs the controller), the deletion marks written on
+/// written on `a` is in the pizza's status on `b` (the replica holding the leader election lease runs the controller,
+/// see tests/leader_election.rs), the deletion marks written on
 /// one are what the other serves, and removing the finalizer on `b` deletes the pizza.
 async fn assert_status_and_finalizers(a: &TestServer, b: &TestServer) {
     // Margherita is one mozzarella and one tomato (0.1).

@@ -18,6 +18,8 @@ pub struct TestServer {
     pub dir: tempfile::TempDir,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
+    /// The server's own runtime, when it has one ([`TestServer::start_isolated`]).
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl TestServer {
@@ -33,8 +35,42 @@ impl TestServer {
         server
     }
 
+    /// Starts the server on a Tokio runtime of its own, so that [`TestServer::kill`] can end all its tasks at once
+    /// without running any shutdown code, as SIGKILL ends a process.
+    pub async fn start_isolated(args: &[&str]) -> TestServer {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut server = Self::start_on(Some(runtime.handle().clone()), dir, args).await;
+        server.runtime = Some(runtime);
+        server.wait_ready().await;
+        server
+    }
+
+    /// Ends the server as SIGKILL would: every task of its runtime is dropped where it stands; nothing is released,
+    /// flushed or drained. Only for servers from [`TestServer::start_isolated`].
+    pub fn kill(mut self) {
+        self.stop.take();
+        self.runtime
+            .take()
+            .expect("an isolated server")
+            .shutdown_background();
+    }
+
     /// Starts the server without waiting for `/readyz`.
     pub async fn start_unready(dir: tempfile::TempDir, args: &[&str]) -> TestServer {
+        Self::start_on(None, dir, args).await
+    }
+
+    async fn start_on(
+        runtime: Option<tokio::runtime::Handle>,
+        dir: tempfile::TempDir,
+        args: &[&str],
+    ) -> TestServer {
+        let runtime = runtime.unwrap_or_else(tokio::runtime::Handle::current);
         let data_dir = dir.path().to_str().expect("utf-8 temp path").to_string();
         let mut argv = vec![
             "pizza-apiserver",
@@ -49,7 +85,11 @@ impl TestServer {
         // have to.
         let mut attempts = 0;
         let started = loop {
-            match start(options.clone()).await {
+            match runtime
+                .spawn(start(options.clone()))
+                .await
+                .expect("start runs")
+            {
                 Ok(started) => break started,
                 Err(e) if attempts < 100 && e.to_string().contains("already open") => {
                     attempts += 1;
@@ -60,7 +100,7 @@ impl TestServer {
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let server = started.server;
-        let task = tokio::spawn(async move {
+        let task = runtime.spawn(async move {
             server
                 .run(async {
                     let _ = stopped.await;
@@ -74,6 +114,7 @@ impl TestServer {
             dir,
             stop: Some(stop),
             task: Some(task),
+            runtime: None,
         }
     }
 
@@ -101,6 +142,9 @@ impl TestServer {
         }
         if let Some(task) = self.task.take() {
             let _ = task.await;
+        }
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
         }
         let dir = tempfile::tempdir().expect("temp dir");
         std::mem::replace(&mut self.dir, dir)
@@ -271,6 +315,10 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
+        }
+        // A runtime may not be dropped where blocking is not allowed (in the test's own runtime).
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
         }
     }
 }
