@@ -140,6 +140,9 @@ fn certificate_names(key: &CertifiedKey) -> Vec<String> {
     names
 }
 
+/// What a certificate file and a key file held, or why they could not be read.
+type Contents = Result<(Vec<u8>, Vec<u8>), String>;
+
 /// A certificate and key file pair, what was last read from them, and the pair in use.
 struct CertKeyFiles {
     cert_file: PathBuf,
@@ -147,7 +150,7 @@ struct CertKeyFiles {
     names: Vec<String>,
     /// The files' contents at the last look (or why they could not be read), so that a change is loaded, and a
     /// broken pair logged, once.
-    seen: Option<Result<(Vec<u8>, Vec<u8>), String>>,
+    seen: Option<Contents>,
     current: Arc<CertifiedKey>,
 }
 
@@ -167,7 +170,8 @@ impl CertKeyFiles {
     fn reload(&mut self) -> bool {
         let read =
             |path: &Path| std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()));
-        let contents = read(&self.cert_file).and_then(|cert| Ok((cert, read(&self.key_file)?)));
+        let contents: Contents =
+            read(&self.cert_file).and_then(|cert| Ok((cert, read(&self.key_file)?)));
         if self.seen.as_ref() == Some(&contents) {
             return false;
         }

@@ -1,7 +1,7 @@
 //! The serving certificate: given by flags, or generated once (a self-signed CA plus a serving certificate for
 //! `localhost`, `127.0.0.1` and `::1`) and reused on every restart so that kubeconfigs and `APIService`
 //! `caBundle`s written earlier keep working; and the TLS settings (`--tls-min-version`, `--tls-cipher-suites`).
-//! Which certificate a handshake gets, and its files being read again, is [`super::dynamic_certificates`].
+//! Which certificate a handshake gets, and reading its files again, is in `dynamic_certificates`.
 //!
 //! rustls with the `ring` provider throughout; ALPN offers `h2` and `http/1.1`.
 
@@ -63,8 +63,8 @@ pub enum TlsError {
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
     /// A cipher suite the `ring` provider does not implement was asked for.
-    #[error("Unsupported cipher suite: {0:?}")]
-    UnsupportedCipherSuite(CipherSuite),
+    #[error("Unsupported cipher suite: {0}")]
+    UnsupportedCipherSuite(String),
 }
 
 /// The certificate and key the server presents, and (when generated) the CA that clients should trust.
@@ -317,7 +317,11 @@ pub fn server_config(
                 .map(|s| s.version())
         };
         if let Some(missing) = listed.iter().find(|s| version(s).is_none()) {
-            return Err(TlsError::UnsupportedCipherSuite(*missing));
+            return Err(TlsError::UnsupportedCipherSuite(
+                missing
+                    .as_str()
+                    .map_or_else(|| format!("{missing:?}"), str::to_string),
+            ));
         }
         let lists_tls13 = listed
             .iter()
@@ -595,6 +599,29 @@ mod tests {
         assert!(third.generated);
         assert_ne!(std::fs::read(dir.join(CERT_FILE)).unwrap(), bytes);
         third.certified_key().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A suite set in code rather than parsed from the flag is checked too: never silently dropped.
+    #[test]
+    fn a_suite_rustls_lacks_is_refused() {
+        let dir = std::env::temp_dir().join(format!("apiserver-tls-{}", uuid::Uuid::new_v4()));
+        let serving = ServingCertificate::load_or_generate(&dir).unwrap();
+        let resolver = Arc::new(rustls::sign::SingleCertAndKey::from(
+            serving.certified_key().unwrap(),
+        ));
+        let options = ServingOptions {
+            tls_cipher_suites: vec![
+                CipherSuite::TLS13_AES_128_GCM_SHA256,
+                CipherSuite::TLS_RSA_WITH_AES_128_CBC_SHA,
+            ],
+            ..ServingOptions::default()
+        };
+        let e = server_config(&options, resolver).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Unsupported cipher suite: TLS_RSA_WITH_AES_128_CBC_SHA"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
