@@ -31,8 +31,9 @@ pub const AUTHENTICATION_CONFIGMAP_NAME: &str = "extension-apiserver-authenticat
 /// Upstream's default `--authorization-always-allow-paths` for a delegating server.
 pub const DELEGATED_ALWAYS_ALLOW_PATHS: &[&str] = &["/healthz", "/readyz", "/livez"];
 
-/// How often CA files given by flags are read again for changes.
-const FILE_POLL_INTERVAL: Duration = Duration::from_secs(10);
+/// How often files given by flags (CA files here, serving certificates in [`crate::server`]) are read again for
+/// changes.
+pub(crate) const FILE_POLL_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Authentication flags, named as upstream names them.
 #[derive(Clone, Debug, PartialEq, Eq, clap::Args)]

@@ -103,8 +103,8 @@ pub fn subject(cert: &CertificateDer<'_>) -> Result<Subject, String> {
     })
 }
 
-/// A value that may be replaced while the server runs (a CA bundle, request-header settings); readers take a
-/// cheap snapshot per request.
+/// A value that may be replaced while the server runs (a CA bundle, request-header settings, the serving
+/// certificates); readers take a cheap snapshot per request.
 pub struct Dynamic<T> {
     current: RwLock<Arc<T>>,
 }

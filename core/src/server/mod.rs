@@ -43,6 +43,7 @@
 //!     .route("/apis/restaurant.example.com/v1/watch/pizzas", axum::routing::get(watch));
 //! ```
 
+mod dynamic_certificates;
 pub mod filters;
 mod healthz;
 mod options;
@@ -52,11 +53,12 @@ pub mod status;
 pub mod tls;
 mod version;
 
+pub use dynamic_certificates::SniCertKey;
 pub use filters::{AuditId, FilterChain, Warnings};
 pub use healthz::{CheckFuture, HealthCheck, HealthEndpoint};
 pub use options::{DEFAULT_CERT_DIR, ServingOptions, parse_duration};
 pub(crate) use serve::wait_for_signal;
 pub use serve::{ConnectionInfo, ServeError, Server, ServerBuilder};
 pub use shutdown::ShutdownSignal;
-pub use tls::ServingCertificate;
+pub use tls::{ServingCertificate, TlsVersion};
 pub use version::VersionInfo;

@@ -5,6 +5,10 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rustls::CipherSuite;
+
+use super::SniCertKey;
+use super::tls::{TlsVersion, parse_cipher_suite, parse_tls_version};
 pub use crate::meta::parse_duration;
 
 /// Where generated certificates go when neither `--cert-dir` nor the embedding binary says otherwise
@@ -50,13 +54,40 @@ pub struct ServingOptions {
 
     /// File containing the default x509 Certificate for HTTPS (CA cert, if any, concatenated after server
     /// cert). If not provided, a self-signed CA and serving certificate for localhost are generated into
-    /// --cert-dir, and reused on restart.
+    /// --cert-dir, and reused on restart. The certificate and key files are read again every 10 seconds and new
+    /// connections get what they hold (a pair that does not load or match is logged and the previous one kept).
     #[arg(long = "tls-cert-file", requires = "tls_private_key_file")]
     pub tls_cert_file: Option<PathBuf>,
 
     /// File containing the default x509 private key matching --tls-cert-file.
     #[arg(long = "tls-private-key-file", requires = "tls_cert_file")]
     pub tls_private_key_file: Option<PathBuf>,
+
+    /// A pair of x509 certificate and private key file paths, optionally suffixed with a list of domain patterns
+    /// which are fully qualified domain names, possibly with prefixed wildcard segments. If no domain patterns
+    /// are provided, the names of the certificate are extracted. Non-wildcard matches trump over wildcard
+    /// matches, explicit domain patterns trump over extracted names. For multiple key/certificate pairs, use the
+    /// --tls-sni-cert-key multiple times. Examples: "example.crt,example.key" or
+    /// "foo.crt,foo.key:*.foo.com,foo.com". Chosen by the name a client sends (SNI) only, so IP patterns never
+    /// match. Read again every 10 seconds, as --tls-cert-file.
+    #[arg(long = "tls-sni-cert-key")]
+    pub tls_sni_cert_key: Vec<SniCertKey>,
+
+    /// Minimum TLS version supported. Possible values: VersionTLS12, VersionTLS13 (default VersionTLS12).
+    /// VersionTLS10 and VersionTLS11 are refused: this server speaks TLS 1.2 and 1.3 only.
+    #[arg(long = "tls-min-version", value_parser = parse_tls_version)]
+    pub tls_min_version: Option<TlsVersion>,
+
+    /// Comma-separated list of cipher suites for the server, in Go's names. If omitted, all those below are
+    /// used. Possible values: TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384, TLS_CHACHA20_POLY1305_SHA256,
+    /// TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+    /// TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+    /// TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256. Suites Go has and this
+    /// server does not (CBC, RC4, 3DES, RSA key exchange) are refused. As with Go, a list without TLS 1.3
+    /// suites leaves TLS 1.3's three on; a list naming some restricts TLS 1.3 to them. The server, not the
+    /// order listed, decides preference.
+    #[arg(long = "tls-cipher-suites", value_delimiter = ',', value_parser = parse_cipher_suite)]
+    pub tls_cipher_suites: Vec<CipherSuite>,
 
     /// Admission plugins that should be enabled in addition to default enabled ones (comma-delimited).
     #[arg(long = "enable-admission-plugins", value_delimiter = ',')]
@@ -125,6 +156,9 @@ impl Default for ServingOptions {
             cert_dir: None,
             tls_cert_file: None,
             tls_private_key_file: None,
+            tls_sni_cert_key: Vec::new(),
+            tls_min_version: None,
+            tls_cipher_suites: Vec::new(),
             enable_admission_plugins: Vec::new(),
             disable_admission_plugins: Vec::new(),
             admission_control_config_file: None,
@@ -226,5 +260,54 @@ mod tests {
         assert_eq!(s.request_timeout, Duration::from_secs(30));
         // A certificate without its key is refused.
         assert!(Cli::try_parse_from(["x", "--tls-cert-file=a.crt"]).is_err());
+    }
+
+    #[test]
+    fn tls_flags() {
+        let s = Cli::parse_from([
+            "x",
+            "--tls-sni-cert-key=a.crt,a.key",
+            "--tls-sni-cert-key",
+            "b.crt,b.key:*.b.example.com,b.example.com",
+            "--tls-min-version=VersionTLS13",
+            "--tls-cipher-suites=TLS_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+        ])
+        .serving;
+        assert_eq!(s.tls_sni_cert_key.len(), 2);
+        assert_eq!(s.tls_sni_cert_key[1].cert_file, PathBuf::from("b.crt"));
+        assert_eq!(
+            s.tls_sni_cert_key[1].names,
+            ["*.b.example.com", "b.example.com"]
+        );
+        assert_eq!(s.tls_min_version, Some(TlsVersion::Tls13));
+        assert_eq!(
+            s.tls_cipher_suites,
+            [
+                CipherSuite::TLS13_AES_128_GCM_SHA256,
+                CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256
+            ]
+        );
+
+        let refused = |arg: &str| match Cli::try_parse_from(["x", arg]) {
+            Ok(_) => panic!("{arg} accepted"),
+            Err(e) => e.to_string(),
+        };
+        let e = refused("--tls-min-version=VersionTLS11");
+        assert!(e.contains("VersionTLS11 is not supported"), "{e}");
+        let e = refused("--tls-cipher-suites=TLS_AES_128_GCM_SHA256,TLS_RSA_WITH_AES_128_CBC_SHA");
+        assert!(
+            e.contains("Unsupported cipher suite: TLS_RSA_WITH_AES_128_CBC_SHA"),
+            "{e}"
+        );
+        let e = refused("--tls-cipher-suites=TLS_MADE_UP");
+        assert!(
+            e.contains("Cipher suite TLS_MADE_UP not supported or doesn't exist"),
+            "{e}"
+        );
+        let e = refused("--tls-sni-cert-key=a.crt");
+        assert!(
+            e.contains("expected comma separated certificate and key file paths"),
+            "{e}"
+        );
     }
 }

@@ -25,11 +25,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
+use super::dynamic_certificates::DynamicServingCertificates;
 use super::filters::FilterChain;
 use super::filters::{ConnectionWatches, InFlightLimits};
 use super::healthz::{HealthCheck, HealthEndpoint, HookStatus};
 use super::status::{method_not_allowed, not_found};
-use super::tls::{ServingCertificate, TlsError};
+use super::tls::{self, ServingCertificate, TlsError};
 use super::{ServingOptions, ShutdownSignal, VersionInfo};
 use crate::audit::Auditor;
 use crate::auth::{
@@ -233,7 +234,8 @@ impl ServerBuilder {
         self
     }
 
-    /// Serves this certificate instead of the one the options name or generate.
+    /// Serves this certificate instead of the one the options name or generate; its `cert_file` and `key_file`
+    /// are followed as `--tls-cert-file`'s are.
     pub fn certificate(mut self, certificate: ServingCertificate) -> Self {
         self.certificate = Some(certificate);
         self
@@ -375,19 +377,20 @@ impl ServerBuilder {
 
     /// Loads or generates the certificate, assembles the handler chain and binds the listener.
     pub async fn bind(self) -> Result<Server, ServeError> {
-        let certificate = match self.certificate {
-            Some(c) => c,
-            None => {
-                let options = self.options.clone();
-                let default_dir = self.default_cert_dir.clone();
-                tokio::task::spawn_blocking(move || {
-                    ServingCertificate::from_options(&options, default_dir.as_deref())
-                })
-                .await
-                .map_err(|e| ServeError::Config(format!("certificate task failed: {e}")))??
-            }
-        };
-        let tls = certificate.server_config()?;
+        let (given, options) = (self.certificate, self.options.clone());
+        let default_dir = self.default_cert_dir.clone();
+        let (certificate, certificates) = tokio::task::spawn_blocking(move || {
+            let certificate = match given {
+                Some(c) => c,
+                None => ServingCertificate::from_options(&options, default_dir.as_deref())?,
+            };
+            let certificates =
+                DynamicServingCertificates::load(&certificate, &options.tls_sni_cert_key)?;
+            Ok::<_, TlsError>((certificate, certificates))
+        })
+        .await
+        .map_err(|e| ServeError::Config(format!("certificate task failed: {e}")))??;
+        let tls = tls::server_config(&self.options, certificates.resolver())?;
 
         let mut union = UnionAuthenticator::new();
         for a in self.authenticators {
@@ -453,6 +456,7 @@ impl ServerBuilder {
             local_addr,
             tls: TlsAcceptor::from(tls),
             certificate,
+            certificates,
             app,
             hooks: self.hooks,
             pre_shutdown_hooks: self.pre_shutdown_hooks,
@@ -473,6 +477,7 @@ pub struct Server {
     local_addr: SocketAddr,
     tls: TlsAcceptor,
     certificate: ServingCertificate,
+    certificates: DynamicServingCertificates,
     app: Router,
     hooks: Vec<PostStartHook>,
     pre_shutdown_hooks: Vec<PreShutdownHook>,
@@ -500,7 +505,8 @@ impl Server {
         self.certificate.ca_pem.as_deref()
     }
 
-    /// The serving certificate in use.
+    /// The serving certificate loaded at the start (its files are read again while the server runs: new
+    /// connections get what they hold then).
     pub fn certificate(&self) -> &ServingCertificate {
         &self.certificate
     }
@@ -545,6 +551,7 @@ impl Server {
             listener,
             local_addr,
             tls,
+            certificates,
             app,
             hooks,
             pre_shutdown_hooks,
@@ -555,6 +562,9 @@ impl Server {
             metrics,
             ..
         } = self;
+
+        // Until the listener closes: no handshakes after that.
+        tokio::spawn(certificates.keep_current(signal.draining()));
 
         let fatal: Arc<Mutex<Option<ServeError>>> = Arc::default();
         for hook in hooks {

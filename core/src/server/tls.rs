@@ -1,6 +1,7 @@
 //! The serving certificate: given by flags, or generated once (a self-signed CA plus a serving certificate for
 //! `localhost`, `127.0.0.1` and `::1`) and reused on every restart so that kubeconfigs and `APIService`
-//! `caBundle`s written earlier keep working.
+//! `caBundle`s written earlier keep working; and the TLS settings (`--tls-min-version`, `--tls-cipher-suites`).
+//! Which certificate a handshake gets, and reading its files again, is in `dynamic_certificates`.
 //!
 //! rustls with the `ring` provider throughout; ALPN offers `h2` and `http/1.1`.
 
@@ -15,8 +16,10 @@ use rustls::client::danger::HandshakeSignatureValid;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::ResolvesServerCert;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::{DigitallySignedStruct, ServerConfig, SignatureScheme};
+use rustls::sign::CertifiedKey;
+use rustls::{CipherSuite, DigitallySignedStruct, ServerConfig, SignatureScheme};
 
 use super::ServingOptions;
 use crate::tls_verify::CaBundleVerifier;
@@ -59,6 +62,9 @@ pub enum TlsError {
     /// rustls refused the certificate and key.
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
+    /// A cipher suite the `ring` provider does not implement was asked for.
+    #[error("Unsupported cipher suite: {0}")]
+    UnsupportedCipherSuite(String),
 }
 
 /// The certificate and key the server presents, and (when generated) the CA that clients should trust.
@@ -71,8 +77,10 @@ pub struct ServingCertificate {
     /// The PEM of the CA that signed a generated certificate, for kubeconfigs and `APIService.caBundle`.
     /// `None` when the certificate came from `--tls-cert-file`.
     pub ca_pem: Option<String>,
-    /// Where the certificate was read from or written to.
+    /// Where the certificate was read from or written to; the server reads it again when it changes.
     pub cert_file: PathBuf,
+    /// Where the key was read from or written to; read again with `cert_file`.
+    pub key_file: PathBuf,
     /// Whether this run generated the files (false when they were given or reused).
     pub generated: bool,
 }
@@ -96,11 +104,8 @@ impl ServingCertificate {
         key_file: &Path,
         ca_file: Option<&Path>,
     ) -> Result<Self, TlsError> {
-        let chain = read_certs(cert_file)?;
-        let key = PrivateKeyDer::from_pem_file(key_file).map_err(|e| TlsError::Invalid {
-            path: key_file.to_path_buf(),
-            message: format!("no usable private key: {e}"),
-        })?;
+        let chain = parse_certs(read_string(cert_file)?.as_bytes(), cert_file)?;
+        let key = parse_key(read_string(key_file)?.as_bytes(), key_file)?;
         let ca_pem = match ca_file {
             Some(path) => Some(read_string(path)?),
             None => None,
@@ -110,6 +115,7 @@ impl ServingCertificate {
             key,
             ca_pem,
             cert_file: cert_file.to_path_buf(),
+            key_file: key_file.to_path_buf(),
             generated: false,
         })
     }
@@ -168,28 +174,174 @@ impl ServingCertificate {
                 .verify_server_cert(leaf, intermediates, &server_name, &[], UnixTime::now())
                 .map_err(|e| invalid(format!("not valid for {name}: {e}")))?;
         }
-        let signing_key = rustls::crypto::ring::default_provider()
-            .key_provider
-            .load_private_key(self.key.clone_key())
-            .map_err(|e| invalid(e.to_string()))?;
-        rustls::sign::CertifiedKey::new(self.chain.clone(), signing_key)
-            .keys_match()
-            .map_err(|e| invalid(format!("key does not match certificate: {e}")))
+        self.certified_key().map(drop)
     }
 
-    /// The rustls server configuration: this certificate, the `ring` provider with the server's choice of cipher
-    /// suite (AES-128-GCM first, see `aes_128_first`), ALPN `h2` then `http/1.1`, and a request for (not a demand
-    /// of) a client certificate.
-    pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
-        let provider = Arc::new(aes_128_first(rustls::crypto::ring::default_provider()));
-        let mut config = ServerConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()?
-            .with_client_cert_verifier(Arc::new(RequestClientCertificate { provider }))
-            .with_single_cert(self.chain.clone(), self.key.clone_key())?;
-        config.ignore_client_order = true;
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(Arc::new(config))
+    /// The chain and its signing key, for handshakes; fails when the key does not belong to the certificate.
+    pub fn certified_key(&self) -> Result<CertifiedKey, TlsError> {
+        certified_key(self.chain.clone(), self.key.clone_key(), &self.cert_file)
     }
+}
+
+/// A TLS version `--tls-min-version` may name. rustls serves TLS 1.2 and 1.3 only, so upstream's
+/// `VersionTLS10` and `VersionTLS11` have no counterpart and are refused when parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsVersion {
+    /// `VersionTLS12` (the default).
+    Tls12,
+    /// `VersionTLS13`: TLS 1.2 clients are refused.
+    Tls13,
+}
+
+/// Parses upstream's `--tls-min-version` names.
+pub fn parse_tls_version(name: &str) -> Result<TlsVersion, String> {
+    match name {
+        "VersionTLS12" => Ok(TlsVersion::Tls12),
+        "VersionTLS13" => Ok(TlsVersion::Tls13),
+        "VersionTLS10" | "VersionTLS11" => Err(format!(
+            "{name} is not supported: this server (rustls) speaks TLS 1.2 and 1.3 only; use VersionTLS12 or \
+             VersionTLS13"
+        )),
+        _ => Err(format!(
+            "unknown tls version {name:?}; allowed values: VersionTLS12, VersionTLS13"
+        )),
+    }
+}
+
+/// Go's names (`crypto/tls`, as upstream's `--tls-cipher-suites` takes them) of the suites rustls' `ring`
+/// provider implements, with the two older ChaCha20 names upstream still accepts.
+const CIPHER_SUITES: &[(&str, CipherSuite)] = &[
+    (
+        "TLS_AES_128_GCM_SHA256",
+        CipherSuite::TLS13_AES_128_GCM_SHA256,
+    ),
+    (
+        "TLS_AES_256_GCM_SHA384",
+        CipherSuite::TLS13_AES_256_GCM_SHA384,
+    ),
+    (
+        "TLS_CHACHA20_POLY1305_SHA256",
+        CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
+    ),
+    (
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    ),
+    (
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+        CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+    ),
+    (
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+        CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+    ),
+    (
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+        CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+    ),
+    (
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+    ),
+    (
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+    ),
+    (
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    ),
+    (
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+        CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    ),
+];
+
+/// The suites Go (so upstream) accepts and rustls does not implement: CBC, RC4, 3DES, RSA key exchange.
+const CIPHER_SUITES_RUSTLS_LACKS: &[&str] = &[
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_RSA_WITH_RC4_128_SHA",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384",
+];
+
+/// Parses one of upstream's `--tls-cipher-suites` names. A suite Go knows but rustls does not implement is
+/// refused by name rather than dropped, so that a server never runs with fewer suites than its flags say.
+pub fn parse_cipher_suite(name: &str) -> Result<CipherSuite, String> {
+    if let Some((_, suite)) = CIPHER_SUITES.iter().find(|(n, _)| *n == name) {
+        return Ok(*suite);
+    }
+    if CIPHER_SUITES_RUSTLS_LACKS.contains(&name) {
+        return Err(format!(
+            "Unsupported cipher suite: {name} (rustls implements only AEAD suites: TLS 1.3's, and ECDHE with \
+             AES-GCM or ChaCha20-Poly1305 for TLS 1.2)"
+        ));
+    }
+    // Upstream's text.
+    Err(format!(
+        "Cipher suite {name} not supported or doesn't exist"
+    ))
+}
+
+/// The rustls server configuration: `certificates` chooses the certificate per handshake; the `ring` provider
+/// with the server's choice of cipher suite (AES-128-GCM first, see `aes_128_first`) among
+/// `--tls-cipher-suites`, from `--tls-min-version` up; ALPN `h2` then `http/1.1`; and a request for (not a
+/// demand of) a client certificate.
+///
+/// Go applies `--tls-cipher-suites` to TLS 1.2 only and always offers all TLS 1.3 suites. Here a list without
+/// TLS 1.3 suites does the same; a list that names some restricts TLS 1.3 to those, as asked.
+pub fn server_config(
+    options: &ServingOptions,
+    certificates: Arc<dyn ResolvesServerCert>,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    let listed = &options.tls_cipher_suites;
+    if !listed.is_empty() {
+        let version = |suite: &CipherSuite| {
+            provider
+                .cipher_suites
+                .iter()
+                .find(|s| s.suite() == *suite)
+                .map(|s| s.version())
+        };
+        if let Some(missing) = listed.iter().find(|s| version(s).is_none()) {
+            return Err(TlsError::UnsupportedCipherSuite(
+                missing
+                    .as_str()
+                    .map_or_else(|| format!("{missing:?}"), str::to_string),
+            ));
+        }
+        let lists_tls13 = listed
+            .iter()
+            .any(|s| version(s) == Some(&rustls::version::TLS13));
+        provider.cipher_suites.retain(|s| {
+            listed.contains(&s.suite()) || (!lists_tls13 && s.version() == &rustls::version::TLS13)
+        });
+    }
+    let versions: &[&rustls::SupportedProtocolVersion] = match options.tls_min_version {
+        None | Some(TlsVersion::Tls12) => rustls::DEFAULT_VERSIONS,
+        Some(TlsVersion::Tls13) => &[&rustls::version::TLS13],
+    };
+    let provider = Arc::new(aes_128_first(provider));
+    let mut config = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)?
+        .with_client_cert_verifier(Arc::new(RequestClientCertificate { provider }))
+        .with_cert_resolver(certificates);
+    config.ignore_client_order = true;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// The provider's suites with AES-128-GCM before AES-256-GCM, each kind in its own order: what Go's server (so
@@ -352,9 +504,12 @@ fn read_string(path: &Path) -> Result<String, TlsError> {
     })
 }
 
-fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let pem = read_string(path)?;
-    let chain = CertificateDer::pem_slice_iter(pem.as_bytes())
+/// The certificates of a PEM file's contents, which must hold at least one; `path` is for errors.
+pub(super) fn parse_certs(
+    pem: &[u8],
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let chain = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| TlsError::Invalid {
             path: path.to_path_buf(),
@@ -367,6 +522,35 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
         });
     }
     Ok(chain)
+}
+
+/// The private key of a PEM file's contents; `path` is for errors.
+pub(super) fn parse_key(pem: &[u8], path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_slice(pem).map_err(|e| TlsError::Invalid {
+        path: path.to_path_buf(),
+        message: format!("no usable private key: {e}"),
+    })
+}
+
+/// A chain and its key as rustls signs with them, checked to belong together; `cert_file` is for errors.
+pub(super) fn certified_key(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    cert_file: &Path,
+) -> Result<CertifiedKey, TlsError> {
+    let invalid = |message: String| TlsError::Invalid {
+        path: cert_file.to_path_buf(),
+        message,
+    };
+    let signing_key = rustls::crypto::ring::default_provider()
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| invalid(e.to_string()))?;
+    let certified = CertifiedKey::new(chain, signing_key);
+    certified
+        .keys_match()
+        .map_err(|e| invalid(format!("key does not match certificate: {e}")))?;
+    Ok(certified)
 }
 
 fn write_file(path: &Path, contents: &[u8], private: bool) -> Result<(), TlsError> {
@@ -414,7 +598,30 @@ mod tests {
         let third = ServingCertificate::load_or_generate(&dir).unwrap();
         assert!(third.generated);
         assert_ne!(std::fs::read(dir.join(CERT_FILE)).unwrap(), bytes);
-        third.server_config().unwrap();
+        third.certified_key().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A suite set in code rather than parsed from the flag is checked too: never silently dropped.
+    #[test]
+    fn a_suite_rustls_lacks_is_refused() {
+        let dir = std::env::temp_dir().join(format!("apiserver-tls-{}", uuid::Uuid::new_v4()));
+        let serving = ServingCertificate::load_or_generate(&dir).unwrap();
+        let resolver = Arc::new(rustls::sign::SingleCertAndKey::from(
+            serving.certified_key().unwrap(),
+        ));
+        let options = ServingOptions {
+            tls_cipher_suites: vec![
+                CipherSuite::TLS13_AES_128_GCM_SHA256,
+                CipherSuite::TLS_RSA_WITH_AES_128_CBC_SHA,
+            ],
+            ..ServingOptions::default()
+        };
+        let e = server_config(&options, resolver).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Unsupported cipher suite: TLS_RSA_WITH_AES_128_CBC_SHA"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -440,8 +647,11 @@ mod tests {
                 ServerName::try_from("localhost").unwrap(),
             )
             .unwrap();
-            let mut server =
-                rustls::ServerConnection::new(serving.server_config().unwrap()).unwrap();
+            let resolver = Arc::new(rustls::sign::SingleCertAndKey::from(
+                serving.certified_key().unwrap(),
+            ));
+            let config = server_config(&ServingOptions::default(), resolver).unwrap();
+            let mut server = rustls::ServerConnection::new(config).unwrap();
             // The handshake in memory: each side's output is the other's input.
             while client.is_handshaking() || server.is_handshaking() {
                 let mut wire = Vec::new();
