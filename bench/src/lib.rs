@@ -351,6 +351,7 @@ async fn measure(
     phase!(load.first_list().await);
     phase!(load.list(ReadFrom::Latest).await);
     phase!(load.list(ReadFrom::Any).await);
+    phase!(load.list_gzip().await);
     phase!(load.list(ReadFrom::Exact).await);
     phase!(load.list_pages().await);
     phase!(load.conflicts().await);

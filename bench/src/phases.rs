@@ -375,6 +375,56 @@ impl Load {
         .await
     }
 
+    /// LISTs from the cache (rv=0) asking for gzip, as Go clients and kubectl do by default (`Accept-Encoding:
+    /// gzip`): the server compresses bodies over 128 KiB. Notes the bytes of one LIST as sent with and without
+    /// gzip (`list_bytes_gzip`, `list_bytes_identity`); the phase's server CPU against `list (rv=0)`'s is what
+    /// compressing costs.
+    pub async fn list_gzip(self: &Arc<Self>) -> PhaseResult {
+        let path = format!("{TOPPINGS}?resourceVersion=0");
+        let mut sizes = Vec::new();
+        for encoding in ["identity", "gzip"] {
+            let sent = match self
+                .client
+                .get(self.url(&path))
+                .header("accept-encoding", encoding)
+                .send()
+                .await
+            {
+                Ok(response) => response.bytes().await.map(|b| b.len()).unwrap_or(0),
+                Err(_) => 0,
+            };
+            sizes.push(sent);
+        }
+        let load = self.clone();
+        let path = Arc::new(path);
+        let mut result = self
+            .parallel(
+                "list (rv=0, gzip)",
+                self.sizes.concurrency.min(4),
+                self.sizes.lists,
+                200,
+                move |_| {
+                    let (load, path) = (load.clone(), path.clone());
+                    async move {
+                        load.send(
+                            load.client
+                                .get(load.url(&path))
+                                .header("accept-encoding", "gzip"),
+                        )
+                        .await
+                    }
+                },
+            )
+            .await;
+        result
+            .extra
+            .insert("list_bytes_identity".into(), serde_json::json!(sizes[0]));
+        result
+            .extra
+            .insert("list_bytes_gzip".into(), serde_json::json!(sizes[1]));
+        result
+    }
+
     /// One LIST of the whole collection, alone: the first after the writes, which encodes every item in the
     /// served form (later LISTs find the encodings kept), so that the list phases after it compare alike.
     pub async fn first_list(self: &Arc<Self>) -> PhaseResult {

@@ -28,6 +28,7 @@ async fn quick_run_produces_every_phase() {
                 "list (first, encodes every item)",
                 "list (rv unset)",
                 "list (rv=0)",
+                "list (rv=0, gzip)",
                 "list (rv=N, exact)",
                 "list (pages of 500)",
                 "update (conflicts)",

@@ -178,6 +178,9 @@ fn foreign_client_cert(cn: &str) -> (String, String) {
 struct Pizza {
     url: String,
     port: u16,
+    /// The serving certificate and key files, for rotating them.
+    cert_file: PathBuf,
+    key_file: PathBuf,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
     audit_log: PathBuf,
@@ -269,6 +272,8 @@ async fn start_pizza(
         url: started.url,
         audit_log,
         port,
+        cert_file,
+        key_file,
         stop,
         task,
         _dir: dir,
@@ -361,8 +366,67 @@ async fn behind_kube_apiserver() {
     cluster_controllers::resource_quota(&cluster).await;
     deployment_folder_applies(&admin);
     authorization_fails_closed(&cluster, &server_kubeconfig, &cert, &key, &serving_ca).await;
+    serving_certificate_rotation(&cluster, &admin, &pizza).await;
 
     pizza.stop().await;
+}
+
+/// The serving certificate rotated as cert-manager rotates a mounted Secret (new files renamed into place) to one
+/// from a new CA: the running server serves it to new connections within its re-read interval, and once the
+/// APIServices' `caBundle` names the new CA the aggregator finds them Available and proxies to the server again.
+async fn serving_certificate_rotation(cluster: &Cluster, admin: &Path, pizza: &Pizza) {
+    let (cert, key, ca) = sign_serving_cert(&[
+        "api.pizza-e2e.svc",
+        "api.pizza-system.svc",
+        "localhost",
+        "127.0.0.1",
+    ])
+    .unwrap();
+    for (file, pem) in [(&pizza.key_file, &key), (&pizza.cert_file, &cert)] {
+        let staged = file.with_extension("new");
+        std::fs::write(&staged, pem).unwrap();
+        std::fs::rename(&staged, file).unwrap();
+    }
+    let direct = Direct {
+        url: pizza.url.clone(),
+        ca_pem: ca.clone(),
+    };
+    let client = direct.client(Credential::None).await;
+    let mut served = false;
+    for _ in 0..100 {
+        let request = http::Request::get("/livez")
+            .body(kube::client::Body::from(Vec::new()))
+            .unwrap();
+        if client.send(request).await.is_ok() {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(served, "the new certificate is served within 20 s");
+    for version in ["v1alpha1", "v1beta1"] {
+        let name = cluster
+            .register_apiservice(GROUP, version, pizza.port, &ca, "pizza-e2e", "api")
+            .await
+            .unwrap();
+        cluster
+            .wait_apiservice_available(&name, Duration::from_secs(60))
+            .await
+            .unwrap();
+    }
+    let mut listed = String::new();
+    for _ in 0..50 {
+        let out = kubectl(admin, &["get", "toppings", "-o", "name"]);
+        if out.status.success() {
+            listed = String::from_utf8_lossy(&out.stdout).into_owned();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        listed.contains("topping"),
+        "proxied again after the rotation: {listed:?}"
+    );
 }
 
 /// kubectl through kube-apiserver: discovery, create, get, list, explain, watch, the status subresource.
