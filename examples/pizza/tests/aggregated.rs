@@ -414,8 +414,9 @@ async fn serving_certificate_rotation(cluster: &Cluster, admin: &Path, pizza: &P
             .await
             .unwrap();
     }
+    // The aggregator builds a new transport for the new caBundle: allow it a moment.
     let mut listed = String::new();
-    for _ in 0..50 {
+    for _ in 0..150 {
         let out = kubectl(admin, &["get", "toppings", "-o", "name"]);
         if out.status.success() {
             listed = String::from_utf8_lossy(&out.stdout).into_owned();
