@@ -331,6 +331,22 @@ fn json_events(buf: &[u8]) -> Vec<Value> {
         .collect()
 }
 
+/// Reads a JSON watch until it has `count` object events (bookmarks aside) and returns them, normalized.
+async fn read_object_events(watch: &mut support::Stream, count: usize, what: &str) -> Vec<Value> {
+    let objects = |buf: &[u8]| -> Vec<Value> {
+        json_events(buf)
+            .into_iter()
+            .filter(|e| e["type"] != "BOOKMARK")
+            .collect()
+    };
+    watch
+        .read_until(Duration::from_secs(10), what, |buf| {
+            objects(buf).len() >= count
+        })
+        .await;
+    objects(&watch.buf)
+}
+
 /// The events of a recorded watch, without plain bookmarks (their number depends on timing; the recording drops
 /// them too).
 fn recorded_events(name: &str) -> Vec<Value> {
@@ -385,19 +401,7 @@ async fn metadata_watches_as_upstream() {
     create(&server, pizza("funghi")).await;
     write(&server, "DELETE", &format!("{P}/funghi"), Value::Null).await;
 
-    json_watch
-        .read_until(Duration::from_secs(10), "three JSON events", |buf| {
-            json_events(buf)
-                .iter()
-                .filter(|e| e["type"] != "BOOKMARK")
-                .count()
-                >= 3
-        })
-        .await;
-    let ours: Vec<Value> = json_events(&json_watch.buf)
-        .into_iter()
-        .filter(|e| e["type"] != "BOOKMARK")
-        .collect();
+    let ours = read_object_events(&mut json_watch, 3, "three JSON events").await;
     assert_eq!(ours, recorded_events("watch/01-from-rv-json"));
 
     pb_watch
@@ -552,19 +556,7 @@ async fn table_watches_send_their_columns_once() {
     create(&server, pizza("calzone")).await;
     write(&server, "DELETE", &format!("{P}/calzone"), Value::Null).await;
     for watch in [&mut first, &mut second] {
-        watch
-            .read_until(Duration::from_secs(10), "three Table events", |buf| {
-                json_events(buf)
-                    .iter()
-                    .filter(|e| e["type"] != "BOOKMARK")
-                    .count()
-                    >= 3
-            })
-            .await;
-        let events: Vec<Value> = json_events(&watch.buf)
-            .into_iter()
-            .filter(|e| e["type"] != "BOOKMARK")
-            .collect();
+        let events = read_object_events(watch, 3, "three Table events").await;
         let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
         assert_eq!(types, ["MODIFIED", "ADDED", "DELETED"]);
         assert!(events[0]["object"]["columnDefinitions"].is_array());

@@ -98,6 +98,22 @@ fn pizza(name: &str, metadata: Value) -> Value {
     })
 }
 
+/// A create that may be refused: its status and answer.
+async fn try_create_pizza(cluster: &Cluster, namespace: &str, name: &str) -> (u16, Value) {
+    let (code, _, answer) = raw(
+        cluster,
+        "POST",
+        &pizzas(namespace),
+        &[
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+        ],
+        Some(pizza(name, json!({}))),
+    )
+    .await;
+    (code, serde_json::from_slice(&answer).unwrap())
+}
+
 async fn create_pizza(cluster: &Cluster, namespace: &str, name: &str, metadata: Value) -> Value {
     ok(
         cluster,
@@ -558,18 +574,7 @@ pub async fn resource_quota(cluster: &Cluster) {
         "each create is charged: {quota}"
     );
 
-    let (code, _, answer) = raw(
-        cluster,
-        "POST",
-        &pizzas(ns),
-        &[
-            ("content-type", "application/json"),
-            ("accept", "application/json"),
-        ],
-        Some(pizza("third", json!({}))),
-    )
-    .await;
-    let status: Value = serde_json::from_slice(&answer).unwrap();
+    let (code, status) = try_create_pizza(cluster, ns, "third").await;
     assert_eq!(code, 403, "{status}");
     assert_eq!(status["reason"], "Forbidden");
     assert_eq!(
@@ -635,19 +640,9 @@ pub async fn resource_quota(cluster: &Cluster) {
     .await;
     let mut refused = String::new();
     for _ in 0..50 {
-        let (code, _, answer) = raw(
-            cluster,
-            "POST",
-            &pizzas(ns),
-            &[
-                ("content-type", "application/json"),
-                ("accept", "application/json"),
-            ],
-            Some(pizza("fourth", json!({}))),
-        )
-        .await;
+        let (code, answer) = try_create_pizza(cluster, ns, "fourth").await;
         if code == 403 {
-            refused = serde_json::from_slice::<Value>(&answer).unwrap()["message"].to_string();
+            refused = answer["message"].to_string();
             break;
         }
         // The informer had not seen the new quota yet: undo and try again.
