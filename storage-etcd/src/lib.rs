@@ -24,7 +24,6 @@ pub use compact::{COMPACT_REV_KEY, Compactor};
 pub use error::ConnectError;
 pub use options::{
     DEFAULT_COMPACTION_INTERVAL, DEFAULT_ETCD_PREFIX, EtcdConfig, EtcdOptions, TlsFiles,
-    parse_go_duration,
 };
 pub use store::EtcdStorage;
 

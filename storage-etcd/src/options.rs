@@ -32,7 +32,7 @@ pub struct EtcdOptions {
     pub etcd_keyfile: Option<PathBuf>,
 
     /// The interval of compaction requests. If 0, the compaction request from the apiserver is disabled.
-    #[arg(long = "etcd-compaction-interval", default_value = "5m0s", value_parser = parse_go_duration)]
+    #[arg(long = "etcd-compaction-interval", default_value = "5m0s", value_parser = apiserver::meta::parse_duration)]
     pub etcd_compaction_interval: Duration,
 }
 
@@ -122,42 +122,6 @@ impl EtcdConfig {
     }
 }
 
-/// Parses a Go `time.Duration` string as upstream flags accept it: `5m0s`, `1h30m`, `300ms`, `1.5s`, `0`.
-pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() || s.starts_with('-') {
-        return Err(format!("invalid duration {s:?}"));
-    }
-    let mut rest = s.strip_prefix('+').unwrap_or(s);
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("invalid duration {s:?}: missing unit"))?;
-        let (num, tail) = rest.split_at(num_len);
-        let value: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let seconds = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(format!("invalid duration {s:?}: unknown unit {unit:?}")),
-        };
-        total += value * seconds;
-        rest = tail;
-    }
-    Duration::try_from_secs_f64(total).map_err(|e| format!("invalid duration {s:?}: {e}"))
-}
-
 /// `--storage-backend etcd`: the etcd at `--etcd-servers`.
 #[async_trait::async_trait]
 impl apiserver::app::StorageBackend for EtcdOptions {
@@ -199,14 +163,16 @@ mod tests {
     }
 
     #[test]
-    fn parses_go_durations() {
-        assert_eq!(parse_go_duration("5m0s"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_go_duration("300ms"), Ok(Duration::from_millis(300)));
-        assert_eq!(parse_go_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
+    fn compaction_interval_is_a_go_duration() {
+        let parse = |v: &str| {
+            Cli::try_parse_from(["x", &format!("--etcd-compaction-interval={v}")])
+                .map(|cli| cli.etcd.etcd_compaction_interval)
+        };
+        assert_eq!(parse("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse("0").unwrap(), Duration::ZERO);
         for bad in ["", "5", "5x", "-1s", "m"] {
-            assert!(parse_go_duration(bad).is_err(), "{bad}");
+            assert!(parse(bad).is_err(), "{bad}");
         }
     }
 

@@ -36,5 +36,5 @@ mod ticker;
 mod watch;
 mod writer;
 
-pub use options::{RocksOptions, parse_duration};
+pub use options::RocksOptions;
 pub use store::RocksStorage;

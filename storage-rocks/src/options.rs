@@ -18,7 +18,7 @@ pub struct RocksOptions {
         id = "rocksdb_compaction_interval",
         long = "rocksdb-compaction-interval",
         default_value = "5m",
-        value_parser = parse_duration
+        value_parser = apiserver::meta::parse_duration
     )]
     pub compaction_interval: Duration,
 
@@ -39,28 +39,6 @@ impl Default for RocksOptions {
             compaction_interval: Duration::from_secs(300),
             watch_buffer: 1024,
         }
-    }
-}
-
-/// Parses `90`, `90s`, `500ms`, `5m` or `1h`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 30s, 5m, 1h"))?;
-    let secs = |mult: u64| {
-        n.checked_mul(mult)
-            .map(Duration::from_secs)
-            .ok_or_else(|| format!("duration {s:?} is too large"))
-    };
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "" | "s" => secs(1),
-        "m" => secs(60),
-        "h" => secs(3600),
-        _ => Err(format!("invalid duration unit in {s:?}: use ms, s, m or h")),
     }
 }
 
@@ -122,14 +100,23 @@ mod tests {
         assert_eq!(cli.rocks.watch_buffer, 8);
     }
 
+    /// The flag takes Go's duration grammar, as `--etcd-compaction-interval` does.
     #[test]
-    fn parses_durations() {
-        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
-        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
-        assert!(parse_duration("5x").is_err());
-        assert!(parse_duration("m").is_err());
-        assert!(parse_duration("99999999999999999999h").is_err());
+    fn compaction_interval_is_a_go_duration() {
+        let parse = |v: &str| {
+            Cli::try_parse_from(["x", &format!("--rocksdb-compaction-interval={v}")])
+                .map(|cli| cli.rocks.compaction_interval)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(parse("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
+        let err = parse("90").unwrap_err();
+        assert!(
+            err.contains(r#"time: missing unit in duration "90""#),
+            "{err}"
+        );
+        assert!(parse("5x").is_err());
+        assert!(parse("-1m").is_err());
     }
 }

@@ -28,5 +28,5 @@ mod store;
 mod watch;
 
 pub use db::Dialect;
-pub use options::{SqlStorageOptions, SqliteSynchronous, parse_duration};
+pub use options::{SqlStorageOptions, SqliteSynchronous};
 pub use store::{CompactionReport, SqlStorage};

@@ -37,11 +37,11 @@ pub struct SqlStorageOptions {
     #[arg(long = "storage-compaction-batch", default_value_t = 1000)]
     pub compaction_batch: u64,
     /// How long one compaction call may run; what is left is continued by the next call.
-    #[arg(long = "storage-compaction-timeout", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long = "storage-compaction-timeout", default_value = "60s", value_parser = apiserver::meta::parse_duration)]
     pub compaction_timeout: Duration,
     /// How often watches poll the database for writes they were not told about (other processes; on Postgres
     /// only a fallback behind LISTEN/NOTIFY).
-    #[arg(long = "storage-watch-poll-interval", default_value = "1s", value_parser = parse_duration)]
+    #[arg(long = "storage-watch-poll-interval", default_value = "1s", value_parser = apiserver::meta::parse_duration)]
     pub watch_poll_interval: Duration,
     /// How many events a watcher may fall behind before it is cut off with an error.
     #[arg(long = "storage-watch-buffer", default_value_t = 1024)]
@@ -78,29 +78,6 @@ impl SqlStorageOptions {
             None => format!("sqlite://{}", data_dir.join("state.db").display()),
         }
     }
-}
-
-/// Parses `250ms`, `5s`, `2m`, `1h` or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 500ms, 5s, 2m"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("invalid duration unit in {s:?}: use ms, s, m or h")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("invalid duration {s:?}"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 /// `--storage-backend sqlite` (a file in the data directory unless `--storage-url` names one) and
@@ -177,7 +154,9 @@ mod tests {
             SqlStorageOptions::default().url_or_default(Path::new("/d")),
             "sqlite:///d/state.db"
         );
-        assert!(parse_duration("5x").is_err());
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        // Go's duration grammar, as every duration flag.
+        let cli = Cli::try_parse_from(["x", "--storage-watch-poll-interval=1m30s"]).unwrap();
+        assert_eq!(cli.storage.watch_poll_interval, Duration::from_secs(90));
+        assert!(Cli::try_parse_from(["x", "--storage-compaction-timeout=60"]).is_err());
     }
 }

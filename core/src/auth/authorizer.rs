@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use super::{SYSTEM_PRIVILEGED_GROUP, User};
+use crate::go_quote;
 
 /// Paths every user may read without asking the authorizer. Upstream's delegating authorization allows the
 /// health paths; the discovery, version and OpenAPI paths are what upstream's RBAC grants
@@ -101,26 +102,6 @@ impl Attributes {
             )
         }
     }
-}
-
-/// Go's `%q` for the strings that appear in messages: double quotes with `"` and `\` escaped, control
-/// characters as escapes.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// An authorizer's answer.

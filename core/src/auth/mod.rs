@@ -23,7 +23,6 @@ pub use authenticator::{
     Anonymous, Authenticated, AuthenticatedOrAnonymous, AuthenticationError, Authenticator,
     UnionAuthenticator, bearer_token,
 };
-pub(crate) use authorizer::go_quote;
 pub use authorizer::{
     AlwaysAllow, AlwaysDeny, Attributes, AuthorizationError, Authorizer,
     DEFAULT_ALWAYS_ALLOW_PATHS, Decision, PathAuthorizer, PrivilegedGroups, SelectorRequirement,

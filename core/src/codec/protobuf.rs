@@ -166,8 +166,8 @@ impl ApiVersionKind {
     pub fn go_repr(&self) -> String {
         format!(
             "runtime.TypeMeta{{APIVersion:{}, Kind:{}}}",
-            super::validation::go_quote(&self.api_version),
-            super::validation::go_quote(&self.kind)
+            crate::go_quote(&self.api_version),
+            crate::go_quote(&self.kind)
         )
     }
 }

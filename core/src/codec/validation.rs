@@ -13,6 +13,7 @@
 //! value wins, objects merge) and records each duplicate's path and position, the merged tree is
 //! decoded through [`Tracked`] again, and the two lists are merged in document order.
 
+use crate::go_quote;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -1053,31 +1054,6 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
         }
         Ok(Node::Object(entries))
     }
-}
-
-/// Formats a string as Go's `strconv.Quote` does for the texts we produce.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Builds the upstream violation texts, in document order, without repeats, at most 100.

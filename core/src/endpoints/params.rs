@@ -47,7 +47,8 @@ impl Params {
             Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(Some(true)),
             Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(Some(false)),
             Some(other) => Err(ApiError::bad_request(format!(
-                "strconv.ParseBool: parsing {other:?}: invalid syntax"
+                "strconv.ParseBool: parsing {}: invalid syntax",
+                crate::go_quote(other)
             ))),
         }
     }
@@ -58,7 +59,8 @@ impl Params {
             None | Some("") => Ok(None),
             Some(value) => value.parse::<i64>().map(Some).map_err(|_| {
                 ApiError::bad_request(format!(
-                    "strconv.ParseInt: parsing {value:?}: invalid syntax"
+                    "strconv.ParseInt: parsing {}: invalid syntax",
+                    crate::go_quote(value)
                 ))
             }),
         }
@@ -136,8 +138,9 @@ pub(crate) fn parse_resource_version(value: &str) -> Result<Option<u64>, ApiErro
         return Ok(None);
     }
     value.parse::<u64>().map(Some).map_err(|_| {
+        let quoted = crate::go_quote(value);
         ApiError::bad_request(format!(
-            "resourceVersion: Invalid value: {value:?}: strconv.ParseUint: parsing {value:?}: invalid syntax"
+            "resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: invalid syntax"
         ))
     })
 }

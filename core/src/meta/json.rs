@@ -253,39 +253,6 @@ impl<'de, S: SerializeMap> DeserializeSeed<'de> for Value<'_, S> {
     }
 }
 
-/// Quotes a string as Go's `%q` does (used in upstream's messages).
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => {
-                let n = c as u32;
-                if n <= 0xffff {
-                    out.push_str(&format!("\\u{n:04x}"));
-                } else {
-                    out.push_str(&format!("\\U{n:08x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,10 +264,5 @@ mod tests {
         assert_eq!(raw, br#"{"b":1,"a":[true,null,"x",1.5]}"#);
         let mut de = serde_json::Deserializer::from_str("null");
         assert!(deserialize_raw_json(&mut de).unwrap().is_empty());
-    }
-
-    #[test]
-    fn go_quote_escapes() {
-        assert_eq!(go_quote("a\"b\\c\u{1}é"), r#""a\"b\\c\x01é""#);
     }
 }

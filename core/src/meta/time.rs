@@ -129,46 +129,15 @@ timestamp!(
     SecondsFormat::Micros
 );
 
-/// Parses a Go duration (`time.ParseDuration`, the text form of `metav1.Duration` and of upstream's duration flags): an optionally signed sequence of decimal numbers with units
-/// `ns us µs ms s m h`, e.g. `300ms`, `1.5h`, `2h45m`. Negative durations are refused (as upstream validates).
+/// Parses a duration flag or `metav1.Duration` text with Go's `time.ParseDuration` grammar
+/// ([`apiserver_gotext::parse_duration`]): an optionally signed sequence of decimal numbers with units
+/// `ns us µs ms s m h`, e.g. `300ms`, `1.5h`, `2h45m`, `1m30s`, or `0`; errors are Go's (`time: invalid duration
+/// "10"`). A negative duration is refused: no flag of ours has a meaning for one.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let err = || format!("time: invalid duration {s:?}");
-    let mut rest = s.strip_prefix('+').unwrap_or(s);
-    if rest.starts_with('-') {
-        return Err(format!("negative duration {s:?} is not allowed"));
-    }
-    if rest == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if rest.is_empty() {
-        return Err(err());
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(err)?;
-        let number: f64 = rest[..num_len].parse().map_err(|_| err())?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let nanos_per_unit = match &rest[..unit_len] {
-            "ns" => 1e0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return Err(err()),
-        };
-        rest = &rest[unit_len..];
-        total += number * nanos_per_unit;
-    }
-    if !total.is_finite() || total > u64::MAX as f64 {
-        return Err(err());
-    }
-    Ok(Duration::from_nanos(total.round() as u64))
+    let nanos = apiserver_gotext::parse_duration(s).map_err(|e| e.to_string())?;
+    u64::try_from(nanos)
+        .map(Duration::from_nanos)
+        .map_err(|_| format!("negative duration {s:?} is not allowed"))
 }
 
 #[cfg(test)]
@@ -186,11 +155,19 @@ mod tests {
             ("300ms", Duration::from_millis(300)),
             ("2us", Duration::from_micros(2)),
             ("1h2m3s4ms", Duration::from_millis(3_723_004)),
+            ("+1m", Duration::from_secs(60)),
+            ("-0", Duration::ZERO),
         ] {
             assert_eq!(parse_duration(s).unwrap(), d, "{s}");
         }
-        for bad in ["", "s", "10", "1x", "-5s", "1..5s"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
+        for (bad, message) in [
+            ("", r#"time: invalid duration """#),
+            ("10", r#"time: missing unit in duration "10""#),
+            ("1x", r#"time: unknown unit "x" in duration "1x""#),
+            ("1..5s", r#"time: missing unit in duration "1..5s""#),
+            ("-5s", r#"negative duration "-5s" is not allowed"#),
+        ] {
+            assert_eq!(parse_duration(bad), Err(message.to_string()), "{bad}");
         }
     }
     use prost::Message;

@@ -1,9 +1,9 @@
 //! API errors: what a request failed with, as upstream's `k8s.io/apimachinery/pkg/api/errors` builds it, so that
 //! clients see the same `Status` code, reason, message and details a Go server would send.
 
+use crate::go_quote;
 use crate::runtime::{GroupKind, GroupResource};
 use crate::storage::StorageError;
-use crate::storage::labels::go_quote;
 use crate::validation::ErrorList;
 
 /// One cause in `Status.details.causes`.

@@ -272,7 +272,7 @@ pub fn validate_field_manager(manager: &str, path: &Path) -> ErrorList {
         errors.push(FieldError::too_long(path.clone(), MAX_FIELD_MANAGER_LENGTH));
     }
     for (position, c) in manager.char_indices() {
-        if !is_go_printable(c) {
+        if !apiserver_gotext::is_print(c) {
             errors.push(FieldError::invalid(
                 path.clone(),
                 manager,
@@ -286,22 +286,9 @@ pub fn validate_field_manager(manager: &str, path: &Path) -> ErrorList {
     errors
 }
 
-/// Go's `unicode.IsPrint`, approximately: control characters, white space other than the ASCII space, common
-/// format characters and private-use code points are not printable. Unassigned code points pass (there are no
-/// Unicode category tables here).
-fn is_go_printable(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    !(c.is_control()
-        || c.is_whitespace()
-        || matches!(c as u32, 0xAD | 0xE000..=0xF8FF | 0xFFF9..=0xFFFB | 0xF0000..=0x10FFFF)
-        || matches!(c as u32, 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0xFEFF))
-}
-
 /// Go's `%#U`: `U+0001` for an unprintable character, `U+0041 'A'` for a printable one.
 fn go_unicode(c: char) -> String {
-    if is_go_printable(c) {
+    if apiserver_gotext::is_print(c) {
         format!("U+{:04X} '{c}'", c as u32)
     } else {
         format!("U+{:04X}", c as u32)

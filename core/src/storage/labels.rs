@@ -7,6 +7,7 @@
 //! The REST layer parses `labelSelector` with [`LabelSelector::parse`]; storage evaluates it on attributes the
 //! layer above extracts (see [`super::Predicate`]).
 
+use crate::go_quote;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -670,7 +671,8 @@ const DNS1123_SUBDOMAIN_FMT: &str =
     "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 
-fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+/// Upstream `RegexError`: a format's message with examples and the regex.
+pub(crate) fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
     let mut out = format!("{msg} (e.g. ");
     for (i, e) in examples.iter().enumerate() {
         if i > 0 {
@@ -830,31 +832,6 @@ fn aggregate(mut errs: Vec<String>) -> String {
     } else {
         format!("[{}]", errs.join(", "))
     }
-}
-
-/// Go's `%q` for a string (close enough for the characters label syntax allows through).
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{b}' => out.push_str("\\v"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Go's `%#v` of a `[]string`.
