@@ -9,6 +9,7 @@
 //! `APIResourceList`, `Table`, ...) write their `kind` and `apiVersion` in JSON; in protobuf the
 //! envelope carries them.
 
+mod condition;
 mod discovery;
 mod discovery_v2;
 mod json;
@@ -21,6 +22,11 @@ mod table;
 mod time;
 mod watch;
 
+pub use condition::{
+    Condition, ConditionStatus, find_status_condition, find_status_condition_mut,
+    is_status_condition_false, is_status_condition_present_and_equal, is_status_condition_true,
+    remove_status_condition, set_status_condition, validate_condition, validate_conditions,
+};
 pub use discovery::{
     APIGroup, APIGroupList, APIResource, APIResourceList, APIVersions, GroupVersionForDiscovery,
     ServerAddressByClientCIDR, Verbs,

@@ -44,6 +44,7 @@ identity!(
     crate::meta::ObjectMeta,
     crate::meta::Time,
     crate::meta::MicroTime,
+    crate::meta::Condition,
 );
 
 /// Optional scalars in a version (so that unset differs from zero) map to plain scalars in the hub, and back.

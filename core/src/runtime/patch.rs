@@ -16,11 +16,19 @@ use serde_json::Value;
 pub trait PatchMetadata {
     /// Adds the extensions to `schema`, this type's OpenAPI v3 schema.
     fn annotate_schema(schema: &mut Value);
+
+    /// Adds the extensions a list of this type has wherever it appears, to `list`, the list's schema (as every
+    /// `conditions` list upstream is a map keyed by `type`). Attributes on the field come first and win. Nothing by
+    /// default.
+    fn annotate_list(list: &mut Value) {
+        let _ = list;
+    }
 }
 
 impl<T: PatchMetadata> PatchMetadata for Vec<T> {
     fn annotate_schema(schema: &mut Value) {
         for_each_alternative(schema, &mut |s| {
+            T::annotate_list(s);
             if let Some(items) = s.get_mut("items") {
                 T::annotate_schema(items);
             }

@@ -150,6 +150,15 @@ fn value_of(schema: &Value, depth: u32) -> BoxedStrategy<Value> {
         _ => "object",
     };
     match kind {
+        "string" if schema.get("format").and_then(Value::as_str) == Some("date-time") => {
+            // Whole seconds from 1970 to 2100: what a `metav1.Time` carries.
+            (0i64..4_102_444_800)
+                .prop_map(|s| {
+                    let t = chrono::DateTime::from_timestamp(s, 0).unwrap_or_default();
+                    Value::from(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                })
+                .boxed()
+        }
         "string" => "[a-z0-9]{0,8}".prop_map(Value::from).boxed(),
         "boolean" => any::<bool>().prop_map(Value::from).boxed(),
         "integer" => match schema.get("format").and_then(Value::as_str) {

@@ -1,9 +1,11 @@
 //! The wardle sample API server: `wardle.example.com` as Kubernetes' sample-apiserver serves it.
 //!
 //! `wardle` holds the hub types; `v1alpha1` and `v1beta1` are the served versions; `strategy` validates;
-//! `admission` is the `BanFlunder` plugin; `server` assembles the binary's server.
+//! `admission` is the `BanFlunder` plugin; `ready` the controller of flunders' `Ready` condition; `server`
+//! assembles the binary's server.
 
 pub mod admission;
+pub mod ready;
 pub mod server;
 pub mod strategy;
 pub mod v1alpha1;

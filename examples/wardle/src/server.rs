@@ -5,6 +5,7 @@ use apiserver::registry::DefaultStrategy;
 use apiserver_storage_rocks::RocksOptions;
 
 use crate::admission::{BAN_FLUNDER, BanFlunder};
+use crate::ready::{self, READY_CONTROLLER};
 use crate::strategy::FlunderStrategy;
 use crate::{fischer_codec, flunder_codec};
 
@@ -15,7 +16,8 @@ pub const STORAGE_PREFIX: &str = "/registry/wardle.example.com";
 /// named and described after the package.
 pub type Options = apiserver::app::Options<RocksOptions>;
 
-/// Opens the storage, assembles the API and binds the server; the caller runs it.
+/// Opens the storage, assembles the API and binds the server; the caller runs it. Controllers: flunder-ready (a
+/// flunder's `Ready` condition from whether what it refers to exists).
 pub async fn start(options: Options) -> Result<Started, StartError> {
     let mut app = App::new("wardle-apiserver", options.server)
         .version(apiserver::version_info!())
@@ -24,10 +26,13 @@ pub async fn start(options: Options) -> Result<Started, StartError> {
         .backend(options.backend)
         .open()
         .await?;
-    app.store(flunder_codec(), FlunderStrategy)?;
-    app.store(fischer_codec(), DefaultStrategy)?;
+    let flunders = app.store(flunder_codec(), FlunderStrategy)?;
+    let fischers = app.store(fischer_codec(), DefaultStrategy)?;
     app.kind_check(BAN_FLUNDER, true, |init| {
         Ok(BanFlunder(init.listers.get()?))
+    });
+    app.controller(READY_CONTROLLER, move |shutdown| {
+        ready::run(flunders.clone(), fischers.clone(), shutdown)
     });
     app.bind().await
 }

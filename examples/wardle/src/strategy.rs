@@ -1,6 +1,7 @@
 //! How the generic store treats flunders: validated with upstream's rules and messages. Fischers have no rules
 //! beyond object metadata, as upstream: their strategy is the framework's `DefaultStrategy`.
 
+use apiserver::meta::validate_conditions;
 use apiserver::registry::Strategy;
 use apiserver::validation::{ErrorList, FieldError, Path};
 
@@ -12,7 +13,10 @@ pub struct FlunderStrategy;
 
 impl Strategy<Flunder> for FlunderStrategy {
     fn validate(&self, flunder: &Flunder) -> ErrorList {
-        validate_flunder_spec(&flunder.spec, &Path::new("spec"))
+        let mut errors = validate_flunder_spec(&flunder.spec, &Path::new("spec"));
+        let conditions = Path::new("status").child("conditions");
+        errors.extend(validate_conditions(&flunder.status.conditions, &conditions));
+        errors
     }
 }
 

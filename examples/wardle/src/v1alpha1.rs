@@ -1,6 +1,6 @@
 //! `v1alpha1`: one reference and its type. The storage version, and the only one of fischers.
 
-use apiserver::meta::ObjectMeta;
+use apiserver::meta::{Condition, ObjectMeta};
 
 use crate::wardle::{self, FISCHER_REFERENCE, FLUNDER_REFERENCE};
 
@@ -24,7 +24,11 @@ pub struct FlunderSpec {
 }
 
 #[apiserver::served(hub = "wardle::FlunderStatus")]
-pub struct FlunderStatus {}
+pub struct FlunderStatus {
+    /// The flunder's current state: `Ready` is `True` when the flunder or fischer it refers to exists.
+    #[served(omitempty)]
+    pub conditions: Vec<Condition>,
+}
 
 /// A fischer.
 #[apiserver::served(hub = "wardle::Fischer", version = "v1alpha1")]

@@ -1,6 +1,6 @@
 //! `v1beta1`: both references and their type, as the hub. The preferred version of flunders.
 
-use apiserver::meta::ObjectMeta;
+use apiserver::meta::{Condition, ObjectMeta};
 
 use crate::wardle;
 
@@ -26,4 +26,8 @@ pub struct FlunderSpec {
 }
 
 #[apiserver::served(hub = "wardle::FlunderStatus")]
-pub struct FlunderStatus {}
+pub struct FlunderStatus {
+    /// The flunder's current state: `Ready` is `True` when the flunder or fischer it refers to exists.
+    #[served(omitempty)]
+    pub conditions: Vec<Condition>,
+}

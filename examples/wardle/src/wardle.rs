@@ -1,11 +1,13 @@
 //! The hub (internal) types: what flunders and fischers mean, independent of any wire version.
 
-use apiserver::meta::ObjectMeta;
+use apiserver::meta::{Condition, ObjectMeta};
 
 /// The reference type of a flunder that refers to another flunder.
 pub const FLUNDER_REFERENCE: &str = "Flunder";
 /// The reference type of a flunder that refers to a fischer.
 pub const FISCHER_REFERENCE: &str = "Fischer";
+/// The condition a flunder is `True` in when what it refers to exists (or it refers to nothing).
+pub const READY: &str = "Ready";
 
 /// An example type with a spec and a status (no status subresource, as upstream).
 #[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
@@ -27,7 +29,10 @@ pub struct FlunderSpec {
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct FlunderStatus {}
+pub struct FlunderStatus {
+    /// [`READY`], kept by the `flunder-ready` controller.
+    pub conditions: Vec<Condition>,
+}
 
 /// A cluster-wide list of flunder names that may not be used (see the `BanFlunder` admission plugin).
 #[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]

@@ -1,7 +1,7 @@
 //! The wardle server in process on a free loopback port with a temporary data directory (the default backend,
 //! RocksDB), driven by the installed kubectl through the kubeconfig the server writes: discovery, OpenAPI, both
 //! flunder versions with v1alpha1's defaulting and conversion, upstream's validation messages, the BanFlunder
-//! admission plugin, get, list and delete.
+//! admission plugin, the flunder-ready controller's `Ready` condition (`kubectl wait`), get, list and delete.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -237,11 +237,51 @@ async fn kubectl_serves_flunders_and_fischers() {
         read["spec"],
         serde_json::json!({ "flunderReference": "other", "referenceType": "Flunder" })
     );
-    assert_eq!(read["status"], serde_json::json!({}));
     let read = server.json(&["get", FLUNDERS_V1ALPHA1, "my-first-flunder", "-o", "json"]);
     assert_eq!(
         read["spec"],
         serde_json::json!({ "reference": "other", "referenceType": "Flunder" })
+    );
+    // The flunder-ready controller: `Ready` is False while the flunder referred to is missing, True once it exists.
+    let wait = |condition: &str, name: &str| {
+        let flunder = format!("flunder/{name}");
+        let condition = format!("--for=condition={condition}");
+        let out = server.ok(&["wait", &condition, &flunder, "--timeout=20s"], None);
+        assert_eq!(
+            out.trim(),
+            format!("flunder.wardle.example.com/{name} condition met")
+        );
+    };
+    wait("Ready=false", "my-first-flunder");
+    let ready = server.json(&["get", "flunder", "my-first-flunder", "-o", "json"]);
+    let condition = &ready["status"]["conditions"][0];
+    assert_eq!(
+        (
+            &condition["type"],
+            &condition["reason"],
+            &condition["message"]
+        ),
+        (
+            &serde_json::json!("Ready"),
+            &serde_json::json!("ReferenceNotFound"),
+            &serde_json::json!("flunder \"other\" not found")
+        ),
+        "{ready}"
+    );
+    assert!(condition["lastTransitionTime"].is_string(), "{ready}");
+    server.ok(
+        &create,
+        Some(&flunder("v1beta1", "other", serde_json::json!({}))),
+    );
+    wait("Ready", "my-first-flunder");
+    wait("Ready", "other");
+    // Descriptions are upstream's (kubectl wraps them: compare words).
+    let explain = server.ok(&["explain", "flunders.status.conditions"], None);
+    let explain = explain.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        explain.contains("lastTransitionTime is the last time the condition transitioned")
+            && explain.contains("status of the condition, one of True, False, Unknown."),
+        "{explain}"
     );
     server.ok(
         &create,
@@ -256,6 +296,7 @@ async fn kubectl_serves_flunders_and_fischers() {
         read["spec"],
         serde_json::json!({ "fischerReference": "banner", "referenceType": "Fischer" })
     );
+    wait("Ready", "fished");
 
     // v1beta1 in, v1alpha1 out.
     server.ok(
@@ -313,6 +354,7 @@ async fn kubectl_serves_flunders_and_fischers() {
             "flunder.wardle.example.com/beta",
             "flunder.wardle.example.com/fished",
             "flunder.wardle.example.com/my-first-flunder",
+            "flunder.wardle.example.com/other",
         ]
     );
     let table = server.ok(&["get", "flunders"], None);
@@ -320,7 +362,7 @@ async fn kubectl_serves_flunders_and_fischers() {
         table.lines().next().unwrap_or_default().starts_with("NAME"),
         "{table}"
     );
-    assert_eq!(table.lines().count(), 4, "{table}");
+    assert_eq!(table.lines().count(), 5, "{table}");
     let list = server.json(&["get", "fischers", "-o", "json"]);
     assert_eq!(
         list["items"][0]["disallowedFlunders"],
@@ -348,6 +390,8 @@ async fn kubectl_serves_flunders_and_fischers() {
     assert!(stderr.contains("(NotFound)"), "{stderr}");
     let out = server.ok(&["delete", "fischer", "banner"], None);
     assert_eq!(out.trim(), "fischer.wardle.example.com \"banner\" deleted");
+    // A fischer gone: the flunders that refer to it are no longer ready.
+    wait("Ready=false", "fished");
     let deadline = Instant::now() + Duration::from_secs(10);
     let allowed = flunder("v1beta1", "forbidden", serde_json::json!({}));
     loop {

@@ -3,9 +3,10 @@
 //! on decode; and upstream's validation messages.
 
 use apiserver::codec::{FieldValidation, MediaType};
-use apiserver::meta::ObjectMeta;
+use apiserver::meta::{Condition, ObjectMeta, Time};
 use apiserver::runtime::Resource;
 use apiserver::validation::Path;
+use chrono::DateTime;
 use proptest::prelude::*;
 use serde_json::json;
 use wardle_apiserver::strategy::validate_flunder_spec;
@@ -54,11 +55,38 @@ fn flunder_spec() -> impl Strategy<Value = FlunderSpec> {
     })
 }
 
+/// Conditions as the controller and `validate_conditions` allow them: unique types, a status, a reason and a time.
+fn conditions() -> impl Strategy<Value = Vec<Condition>> {
+    let condition = (
+        "[A-Z][a-z]{0,6}",
+        prop::sample::select(vec!["True", "False", "Unknown"]),
+        0i64..10,
+        0i64..4_102_444_800,
+        "[A-Z][A-Za-z]{0,8}",
+        "[ -~]{0,16}",
+    )
+        .prop_map(
+            |(type_, status, observed_generation, seconds, reason, message)| Condition {
+                type_,
+                status: status.into(),
+                observed_generation,
+                last_transition_time: DateTime::from_timestamp(seconds, 0).map(Time::from),
+                reason,
+                message,
+            },
+        );
+    prop::collection::vec(condition, 0..3).prop_map(|mut conditions| {
+        let mut seen = std::collections::HashSet::new();
+        conditions.retain(|c| seen.insert(c.type_.clone()));
+        conditions
+    })
+}
+
 fn flunder() -> impl Strategy<Value = Flunder> {
-    (meta(true), flunder_spec()).prop_map(|(metadata, spec)| Flunder {
+    (meta(true), flunder_spec(), conditions()).prop_map(|(metadata, spec, conditions)| Flunder {
         metadata,
         spec,
-        status: FlunderStatus {},
+        status: FlunderStatus { conditions },
     })
 }
 
