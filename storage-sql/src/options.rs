@@ -84,8 +84,15 @@ impl SqlStorageOptions {
 /// `--storage-backend postgres` (at `--storage-url`).
 #[async_trait::async_trait]
 impl apiserver::app::StorageBackend for SqlStorageOptions {
+    /// The engines this build has (cargo features `sqlite` and `postgres`), so that an unknown `--storage-backend`
+    /// lists only what can be chosen.
     fn names(&self) -> &'static [&'static str] {
-        &["sqlite", "postgres"]
+        &[
+            #[cfg(feature = "sqlite")]
+            "sqlite",
+            #[cfg(feature = "postgres")]
+            "postgres",
+        ]
     }
 
     async fn open(
@@ -158,5 +165,14 @@ mod tests {
         let cli = Cli::try_parse_from(["x", "--storage-watch-poll-interval=1m30s"]).unwrap();
         assert_eq!(cli.storage.watch_poll_interval, Duration::from_secs(90));
         assert!(Cli::try_parse_from(["x", "--storage-compaction-timeout=60"]).is_err());
+    }
+
+    /// An unknown `--storage-backend` lists only the engines compiled in.
+    #[test]
+    fn names_are_the_engines_built_in() {
+        use apiserver::app::StorageBackend;
+        let names = SqlStorageOptions::default().names();
+        assert_eq!(names.contains(&"sqlite"), cfg!(feature = "sqlite"));
+        assert_eq!(names.contains(&"postgres"), cfg!(feature = "postgres"));
     }
 }

@@ -221,6 +221,23 @@ mod tests {
         assert!(help.starts_with("Usage: bare-apiserver"), "{help}");
     }
 
+    /// Every flag and subcommand flag has a help text (`--help` explains the whole command line).
+    #[test]
+    fn every_flag_has_help() {
+        fn undocumented(command: &clap::Command, out: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                if arg.get_help().is_none() && !matches!(arg.get_id().as_str(), "help" | "version")
+                {
+                    out.push(format!("{} --{}", command.get_name(), arg.get_id()));
+                }
+            }
+            command.get_subcommands().for_each(|c| undocumented(c, out));
+        }
+        let mut missing = Vec::new();
+        undocumented(&Options::<NoFlags>::command(), &mut missing);
+        assert_eq!(missing, Vec::<String>::new());
+    }
+
     #[test]
     fn storage_defaults() {
         let cli = Cli::parse_from(["library-apiserver"]);

@@ -86,6 +86,20 @@ mod tests {
         Options::command().debug_assert();
     }
 
+    /// Every flag of the framework and of the three backends has a help text.
+    #[test]
+    fn every_flag_has_help() {
+        let command = Options::command();
+        let missing: Vec<_> = command
+            .get_arguments()
+            .chain(command.get_subcommands().flat_map(|c| c.get_arguments()))
+            .filter(|arg| arg.get_help().is_none())
+            .map(|arg| arg.get_id().to_string())
+            .filter(|id| id != "help" && id != "version")
+            .collect();
+        assert_eq!(missing, Vec::<String>::new());
+    }
+
     #[test]
     fn backends_keep_their_own_flags() {
         let options = Options::try_parse_from([
