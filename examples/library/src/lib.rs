@@ -80,7 +80,7 @@ pub fn book_codec() -> ResourceCodec<Book> {
     ResourceCodec::new()
         .version::<v2::Book>()
         .version::<v1::Book>()
-        .storage_version("v1")
+        .storage_version::<v1::Book>()
 }
 
 /// A book needs a title.
