@@ -11,8 +11,8 @@
 //! 2. **Served versions** are the wire shapes clients see, one struct per version, each with one attribute,
 //!    [`served`], which implies serde with Kubernetes' rules, protobuf, the OpenAPI schema and the conversion to and
 //!    from the hub (fields that differ name their conversion functions).
-//! 3. **A codec** lists the versions: the first added is the preferred one; `.storage_version(...)` picks the one
-//!    objects are stored in. A version that cannot say all the hub says is declared `lossless`.
+//! 3. **A codec** lists the versions: the first added is the preferred one; `.storage_version::<v1::Book>()` picks the
+//!    one objects are stored in. A version that cannot say all the hub says is declared `lossless`.
 //! 4. **A strategy** ([`registry::Strategy`]) validates and prepares objects; **admission plugins**
 //!    ([`admission::Plugin`]) see every write.
 //! 5. **The server** ([`app::App`]) takes the command line, opens the chosen backend, serves each type's store

@@ -91,7 +91,7 @@ fn lossless() -> ResourceCodec<library::Book> {
     ResourceCodec::new()
         .version::<v2::Book>()
         .version::<v1_lossless::Book>()
-        .storage_version("v1")
+        .storage_version::<v1_lossless::Book>()
 }
 
 fn json(

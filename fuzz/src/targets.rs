@@ -34,20 +34,20 @@ fn pizza_codec() -> ResourceCodec<Pizza> {
     ResourceCodec::new()
         .version::<v1beta1::Pizza>()
         .version::<v1alpha1::Pizza>()
-        .storage_version("v1alpha1")
+        .storage_version::<v1alpha1::Pizza>()
 }
 
 fn topping_codec() -> ResourceCodec<Topping> {
     ResourceCodec::new()
         .version::<v1beta1::Topping>()
         .version::<v1alpha1::Topping>()
-        .storage_version("v1alpha1")
+        .storage_version::<v1alpha1::Topping>()
 }
 
 fn oven_codec() -> ResourceCodec<Oven> {
     ResourceCodec::new()
         .version::<v1beta1::Oven>()
-        .storage_version("v1beta1")
+        .storage_version::<v1beta1::Oven>()
 }
 
 fn codecs() -> &'static (

@@ -50,19 +50,26 @@ pub fn derive_hub(input: TokenStream) -> TokenStream {
 /// - `hub = "path::Type"` (required): the hub struct this one converts to and from.
 /// - `version = "v1beta1"`: marks the root object of a version and implements `apiserver::runtime::Versioned`
 ///   (the struct must also derive serde, `prost::Message` and `schemars::JsonSchema`).
-/// - `default = "path::fn"`: `fn(&mut Self)`, this version's defaults, run on decoded input before conversion.
+/// - `default = "path::fn"`: `fn(&mut Self)`, this version's defaults, run on decoded input before conversion; or
+///   `fn(&mut Self) -> Result<(), E>` (`E` into `apiserver::runtime::ConversionError`, paths from the root) to
+///   refuse a value: the request is answered 422 `Invalid` naming the fields.
 /// - `lossless`: what this version cannot express of the hub is kept in an annotation
 ///   (`<plural>.<group>/<preferred version>`) instead of being lost, as upstream's conversions of such versions
 ///   do; for a version that drops or narrows hub fields, above all a storage version.
 /// - `to_hub = "path::fn", from_hub = "path::fn"`: converts the whole struct with these functions
-///   (`fn(&Self) -> Hub` and back; upstream's hand-written `Convert_*` functions) instead of field by field, for a
-///   version whose fields do not map one to one onto the hub's. Field attributes then only carry patch metadata.
+///   (`fn(&Self) -> Hub` and back, or `fn(&Self) -> Result<Hub, E>` to refuse a value with field errors whose
+///   paths are relative to this struct; upstream's hand-written `Convert_*` functions) instead of field by field,
+///   for a version whose fields do not map one to one onto the hub's. Field attributes then only carry patch
+///   metadata.
 ///
 /// Field attributes:
 ///
 /// - `to_hub = "path::fn", from_hub = "path::fn"`: named conversions for a field whose type differs from the
-///   hub's (`fn(&ThisFieldType) -> HubFieldType` and back). Without them the types must convert field by field;
-///   a mismatch is a compile error at the field.
+///   hub's (`fn(&ThisFieldType) -> HubFieldType` and back). Either may fail instead: return
+///   `Result<HubFieldType, apiserver::runtime::ConversionError>` (built with `ConversionError::invalid(value,
+///   "why")`); the framework puts the field's JSON path in front (`spec.quantity: Invalid value: "a dozen": why`)
+///   and a request body refused so is answered 422 `Invalid`, nothing written. Without them the types must
+///   convert field by field; a mismatch is a compile error at the field.
 /// - `rename = "hub_field"`: the hub's field has another name.
 /// - `skip`: a field only this version has; it takes `Default` when converting from the hub.
 /// - `patch_strategy = "merge"` (or `"replace"`, `"retainKeys"`, `"merge,retainKeys"`), with
@@ -198,7 +205,26 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
             } else if meta.path.is_ident("category") {
                 categories.push(string(&meta)?);
             } else if meta.path.is_ident("subresource") {
-                subresources.push(string(&meta)?);
+                let lit = meta.value()?.parse::<LitStr>()?;
+                match lit.value().as_str() {
+                    "status" => subresources.push("status".to_string()),
+                    "scale" => {
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            "a scale subresource needs its paths: write `scale(spec_replicas = \".spec.replicas\", \
+                             status_replicas = \".status.replicas\")`",
+                        ));
+                    }
+                    other => {
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            format!(
+                                "unknown subresource \"{other}\"; the derive knows \"status\" and `scale(...)`; \
+                                 serve other subresources with `App::subresource`"
+                            ),
+                        ));
+                    }
+                }
             } else if meta.path.is_ident("status") {
                 subresources.push("status".to_string());
             } else if meta.path.is_ident("scale") {
@@ -770,33 +796,46 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
         }
         let hub_ident = options.rename.clone().unwrap_or_else(|| ident.clone());
         let span = field.ty.span();
+        // A refused field is named by its JSON path: this field's wire name before the errors' own paths.
+        let within = quote!(.map_err(|e| e.within(#wire))?);
         match (&options.to_hub, &options.from_hub) {
             (Some(to), Some(from)) => {
-                to_hub.push(quote_spanned! {span=> #hub_ident: #to(&self.#ident) });
-                from_hub.push(quote_spanned! {span=> #ident: #from(&self.#hub_ident) });
+                to_hub.push(quote_spanned! {span=>
+                    #hub_ident: ::apiserver::runtime::conversion_result(#to(&self.#ident)) #within
+                });
+                from_hub.push(quote_spanned! {span=>
+                    #ident: ::apiserver::runtime::conversion_result(#from(&self.#hub_ident)) #within
+                });
             }
             _ => {
-                to_hub.push(quote_spanned! {span=> #hub_ident: ::apiserver::runtime::convert_field(&self.#ident) });
-                from_hub.push(quote_spanned! {span=> #ident: ::apiserver::runtime::convert_field(&self.#hub_ident) });
+                to_hub.push(quote_spanned! {span=>
+                    #hub_ident: ::apiserver::runtime::convert_field(&self.#ident) #within
+                });
+                from_hub.push(quote_spanned! {span=>
+                    #ident: ::apiserver::runtime::convert_field(&self.#hub_ident) #within
+                });
             }
         }
     }
     let (to_hub, from_hub) = match (&whole_to_hub, &whole_from_hub) {
-        (Some(to), Some(from)) => (quote!(#to(self)), quote!(#from(self))),
+        (Some(to), Some(from)) => (
+            quote!(::apiserver::runtime::conversion_result(#to(self))),
+            quote!(::apiserver::runtime::conversion_result(#from(self))),
+        ),
         _ => (
-            quote!(#hub { #(#to_hub),* }),
-            quote!(#name { #(#from_hub),* }),
+            quote!(::std::result::Result::Ok(#hub { #(#to_hub),* })),
+            quote!(::std::result::Result::Ok(#name { #(#from_hub),* })),
         ),
     };
     let conversions = quote! {
         impl ::apiserver::runtime::Convert<#hub> for #name {
-            fn convert(&self) -> #hub {
+            fn convert(&self) -> ::std::result::Result<#hub, ::apiserver::runtime::ConversionError> {
                 #to_hub
             }
         }
 
         impl ::apiserver::runtime::Convert<#name> for #hub {
-            fn convert(&self) -> #name {
+            fn convert(&self) -> ::std::result::Result<#name, ::apiserver::runtime::ConversionError> {
                 #from_hub
             }
         }
@@ -822,11 +861,22 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
     };
     let set_defaults = default.map(|f| {
         quote! {
-            fn set_defaults(&mut self) {
-                #f(self)
+            fn set_defaults(&mut self) -> ::std::result::Result<(), ::apiserver::runtime::ConversionError> {
+                ::apiserver::runtime::conversion_result::<(), _>(#f(self))
             }
         }
     });
+    let object_name = fields
+        .named
+        .iter()
+        .any(|f| f.ident.as_ref().is_some_and(|i| i == "metadata"))
+        .then(|| {
+            quote! {
+                fn object_name(&self) -> &str {
+                    &self.metadata.name
+                }
+            }
+        });
     Ok(quote! {
         #conversions
 
@@ -837,11 +887,13 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
 
             #set_defaults
 
-            fn to_hub(&self) -> #hub {
+            #object_name
+
+            fn to_hub(&self) -> ::std::result::Result<#hub, ::apiserver::runtime::ConversionError> {
                 ::apiserver::runtime::Convert::convert(self)
             }
 
-            fn from_hub(hub: &#hub) -> Self {
+            fn from_hub(hub: &#hub) -> ::std::result::Result<Self, ::apiserver::runtime::ConversionError> {
                 ::apiserver::runtime::Convert::convert(hub)
             }
 

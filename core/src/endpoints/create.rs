@@ -102,10 +102,12 @@ pub(super) fn cpu_heavy<R>(work: impl FnOnce() -> R) -> R {
     }
 }
 
-/// A body that cannot become the endpoint's type: 400 with the codec's upstream text.
+/// A body that cannot become the endpoint's type: 400 with the codec's upstream text; fields its version's
+/// defaults or conversion refused: 422 naming them.
 pub(super) fn decode_error(err: DecodeError) -> ApiError {
     match err {
         DecodeError::Codec(e) => codec_error(e),
+        DecodeError::Invalid { kind, name, errors } => ApiError::invalid(&kind, &name, &errors),
         other => ApiError::bad_request(other.to_string()),
     }
 }

@@ -147,7 +147,7 @@ impl<'a, T: Resource> Tracking<'a, T> {
             (Some(value), _) => self
                 .codec
                 .decode_value(&value, self.version)
-                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+                .map_err(super::create::decode_error)?,
             (None, Some(live)) => live.clone(),
             (None, None) => T::default(),
         };

@@ -1550,19 +1550,19 @@ mod tests {
     impl Versioned for GadgetV1 {
         type Hub = Gadget;
         const VERSION: &'static str = "v1";
-        fn to_hub(&self) -> Gadget {
-            Gadget {
+        fn to_hub(&self) -> Result<Gadget, crate::runtime::ConversionError> {
+            Ok(Gadget {
                 metadata: self.metadata.clone(),
                 spec: self.spec,
                 status: self.status,
-            }
+            })
         }
-        fn from_hub(hub: &Gadget) -> Self {
-            GadgetV1 {
+        fn from_hub(hub: &Gadget) -> Result<Self, crate::runtime::ConversionError> {
+            Ok(GadgetV1 {
                 metadata: hub.metadata.clone(),
                 spec: hub.spec,
                 status: hub.status,
-            }
+            })
         }
     }
 

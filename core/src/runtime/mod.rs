@@ -14,7 +14,7 @@ mod schema;
 mod scheme;
 mod versioned;
 
-pub use convert::{Convert, convert_field};
+pub use convert::{Convert, ConversionError, ConversionResult, conversion_result, convert_field};
 pub use gvk::{GroupKind, GroupResource, GroupVersion, GroupVersionKind, GroupVersionResource};
 pub use list::{List, ListWriter};
 pub use patch::PatchMetadata;

@@ -8,7 +8,12 @@ use std::sync::Arc;
 use crate::codec::{self, ApiVersionKind, CodecError, FieldValidation, MediaType};
 use crate::meta::ListMeta;
 
-use super::{GroupResource, GroupVersion, GroupVersionKind, List, Resource, Scope, Versioned};
+use super::{
+    ConversionError, GroupKind, GroupResource, GroupVersion, GroupVersionKind, List, Resource, Scope,
+    Versioned,
+};
+use crate::storage::labels::go_quote;
+use crate::validation::ErrorList;
 
 /// A request body decoded into the hub, with the warnings field validation produced.
 #[derive(Debug)]
@@ -21,9 +26,21 @@ pub struct Decoded<H> {
     pub warnings: Vec<String>,
 }
 
-/// Why a body could not become a hub object; every variant is a 400 BadRequest with this text.
+/// Why a body could not become a hub object; every variant but [`DecodeError::Invalid`] is a 400 BadRequest with
+/// this text.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
+    /// The version's defaults or its conversion to the hub refused fields of the object: a 422 `Invalid` naming
+    /// each field and its value, as upstream's validation errors.
+    #[error("{kind} {} is invalid: {}", go_quote(name), errors.aggregate())]
+    Invalid {
+        /// The object's kind, in the group the body was sent to.
+        kind: GroupKind,
+        /// The object's `metadata.name`.
+        name: String,
+        /// The field errors, with paths from the object's root.
+        errors: ErrorList,
+    },
     /// The bytes are not valid for the media type or the target type.
     #[error(transparent)]
     Codec(#[from] CodecError),
@@ -82,8 +99,8 @@ trait VersionCodec<H>: Send + Sync {
         &self,
         json: &[u8],
         validation: FieldValidation,
-    ) -> Result<(H, Vec<String>), CodecError>;
-    fn decode_protobuf(&self, raw: &[u8]) -> Result<H, CodecError>;
+    ) -> Result<(H, Vec<String>), DecodeError>;
+    fn decode_protobuf(&self, raw: &[u8]) -> Result<H, DecodeError>;
     /// The object in this version of `group` (the hub's, or another group the kind is also served in).
     fn encode(&self, object: &H, group: &str, format: MediaType) -> Result<Vec<u8>, CodecError>;
     /// An object as it is written among a list's items (JSON or protobuf).
@@ -121,14 +138,23 @@ struct Keeper<H> {
 }
 
 impl<V: Versioned> VersionOf<V> {
-    /// The hub object in this version, with the keeper's annotation when the version alone would lose something.
-    fn wire(&self, hub: &V::Hub) -> V {
-        let wire = V::from_hub(hub);
-        let Some(keeper) = &self.keeper else {
-            return wire;
+    /// The hub object in this version, with the keeper's annotation when the version alone would lose something;
+    /// an object this version cannot express is an encoding error naming the object and its fields.
+    fn wire(&self, hub: &V::Hub) -> Result<V, CodecError> {
+        let cannot = |e: ConversionError| {
+            CodecError::Encode(format!(
+                "{} {} cannot be converted to {}: {e}",
+                <V::Hub as Resource>::KIND,
+                go_quote(&hub.metadata().name),
+                V::VERSION
+            ))
         };
-        if wire.to_hub() == *hub {
-            return wire;
+        let wire = V::from_hub(hub).map_err(cannot)?;
+        let Some(keeper) = &self.keeper else {
+            return Ok(wire);
+        };
+        if wire.to_hub().is_ok_and(|back| back == *hub) {
+            return Ok(wire);
         }
         let kept = keeper
             .codec
@@ -136,7 +162,7 @@ impl<V: Versioned> VersionOf<V> {
             .ok()
             .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok());
         let Some(serde_json::Value::Object(mut fields)) = kept else {
-            return wire;
+            return Ok(wire);
         };
         for envelope in ["apiVersion", "kind", "metadata"] {
             fields.remove(envelope);
@@ -146,20 +172,30 @@ impl<V: Versioned> VersionOf<V> {
             keeper.annotation.clone(),
             serde_json::Value::Object(fields).to_string(),
         );
-        V::from_hub(&annotated)
+        V::from_hub(&annotated).map_err(cannot)
     }
 
-    /// A decoded object of this version in the hub, restored from the keeper's annotation when it is current.
-    fn hub(&self, wire: &V) -> V::Hub {
-        let mut hub = wire.to_hub();
+    /// A decoded object of this version (its defaults applied) in the hub, restored from the keeper's annotation
+    /// when it is current.
+    fn hub(&self, mut wire: V) -> Result<V::Hub, DecodeError> {
+        let invalid = |wire: &V, e: ConversionError| DecodeError::Invalid {
+            kind: GroupKind {
+                group: <V::Hub as Resource>::GROUP.to_string(),
+                kind: <V::Hub as Resource>::KIND.to_string(),
+            },
+            name: wire.object_name().to_string(),
+            errors: e.into_errors(),
+        };
+        wire.set_defaults().map_err(|e| invalid(&wire, e))?;
+        let mut hub = wire.to_hub().map_err(|e| invalid(&wire, e))?;
         let Some(keeper) = &self.keeper else {
-            return hub;
+            return Ok(hub);
         };
         let Some(kept) = hub.metadata_mut().annotations.remove(&keeper.annotation) else {
-            return hub;
+            return Ok(hub);
         };
         let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str(&kept) else {
-            return hub;
+            return Ok(hub);
         };
         fields.insert("metadata".into(), serde_json::json!({}));
         let restored = serde_json::to_vec(&fields).ok().and_then(|json| {
@@ -169,13 +205,12 @@ impl<V: Versioned> VersionOf<V> {
                 .ok()
         });
         let Some((mut restored, _)) = restored else {
-            return hub;
+            return Ok(hub);
         };
         *restored.metadata_mut() = hub.metadata().clone();
-        if V::from_hub(&restored) == V::from_hub(&hub) {
-            restored
-        } else {
-            hub
+        match (V::from_hub(&restored), V::from_hub(&hub)) {
+            (Ok(a), Ok(b)) if a == b => Ok(restored),
+            _ => Ok(hub),
         }
     }
 }
@@ -199,16 +234,14 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
         &self,
         json: &[u8],
         validation: FieldValidation,
-    ) -> Result<(V::Hub, Vec<String>), CodecError> {
-        let mut decoded = codec::decode_json::<V>(json, validation)?;
-        decoded.object.set_defaults();
-        Ok((self.hub(&decoded.object), decoded.warnings))
+    ) -> Result<(V::Hub, Vec<String>), DecodeError> {
+        let decoded = codec::decode_json::<V>(json, validation)?;
+        Ok((self.hub(decoded.object)?, decoded.warnings))
     }
 
-    fn decode_protobuf(&self, raw: &[u8]) -> Result<V::Hub, CodecError> {
-        let mut wire = V::decode(raw).map_err(|e| CodecError::Protobuf(e.to_string()))?;
-        wire.set_defaults();
-        Ok(self.hub(&wire))
+    fn decode_protobuf(&self, raw: &[u8]) -> Result<V::Hub, DecodeError> {
+        let wire = V::decode(raw).map_err(|e| CodecError::Protobuf(e.to_string()))?;
+        self.hub(wire)
     }
 
     fn encode(
@@ -217,13 +250,13 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
         group: &str,
         format: MediaType,
     ) -> Result<Vec<u8>, CodecError> {
-        let wire = self.wire(object);
+        let wire = self.wire(object)?;
         let api_version = GroupVersion::new(group, V::VERSION).api_version();
         encode_as(&api_version, <V::Hub as Resource>::KIND, &wire, format)
     }
 
     fn encode_item(&self, object: &V::Hub, format: MediaType) -> Result<Vec<u8>, CodecError> {
-        let wire = self.wire(object);
+        let wire = self.wire(object)?;
         match format {
             MediaType::Json => {
                 serde_json::to_vec(&wire).map_err(|e| CodecError::Encode(e.to_string()))
@@ -250,7 +283,10 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
     ) -> Result<Vec<u8>, CodecError> {
         let list = List {
             metadata: meta.clone(),
-            items: items.iter().map(|item| self.wire(item)).collect::<Vec<V>>(),
+            items: items
+                .iter()
+                .map(|item| self.wire(item))
+                .collect::<Result<Vec<V>, _>>()?,
         };
         let kind = format!("{}List", <V::Hub as Resource>::KIND);
         let api_version = GroupVersion::new(group, V::VERSION).api_version();
@@ -396,9 +432,17 @@ impl<H: Resource> ResourceCodec<H> {
         GroupVersion::new(self.group, version)
     }
 
-    /// The version objects are written to storage in (default: the first added).
-    pub fn storage_version(mut self, version: &'static str) -> Self {
-        self.storage_version = Some(version);
+    /// Stores objects as `V` (default: the first version added), checked by the compiler to be a version of
+    /// this hub; `V` is served too if it was not added yet (after the versions added so far).
+    ///
+    /// ```ignore
+    /// ResourceCodec::new().version::<v1beta1::Pizza>().version::<v1alpha1::Pizza>().storage_version::<v1alpha1::Pizza>()
+    /// ```
+    pub fn storage_version<V: Versioned<Hub = H>>(mut self) -> Self {
+        if !self.serves(V::VERSION) {
+            self = self.version::<V>();
+        }
+        self.storage_version = Some(V::VERSION);
         self
     }
 
@@ -456,6 +500,29 @@ impl<H: Resource> ResourceCodec<H> {
         let version = self
             .find(endpoint_version)
             .ok_or_else(|| Self::unknown_version(endpoint_version))?;
+        self.decode_in(body, format, version.as_ref(), endpoint_version, validation)
+            .map_err(|e| match e {
+                // Named in the group the body was sent to.
+                DecodeError::Invalid {
+                    mut kind,
+                    name,
+                    errors,
+                } => {
+                    kind.group = self.group.to_string();
+                    DecodeError::Invalid { kind, name, errors }
+                }
+                other => other,
+            })
+    }
+
+    fn decode_in(
+        &self,
+        body: &[u8],
+        format: MediaType,
+        version: &dyn VersionCodec<H>,
+        endpoint_version: &str,
+        validation: FieldValidation,
+    ) -> Result<Decoded<H>, DecodeError> {
         match format {
             MediaType::Protobuf => {
                 let (type_meta, raw) = codec::decode_protobuf(body)?;
@@ -891,20 +958,30 @@ mod tests {
     impl Versioned for WidgetV1 {
         type Hub = Widget;
         const VERSION: &'static str = "v1";
-        fn set_defaults(&mut self) {
+        fn set_defaults(&mut self) -> Result<(), ConversionError> {
             self.size.get_or_insert(1);
+            Ok(())
         }
-        fn to_hub(&self) -> Widget {
-            Widget {
-                metadata: self.metadata.clone(),
-                size: self.size.unwrap_or_default(),
+        /// A negative size is refused, as a conversion that can fail does.
+        fn to_hub(&self) -> Result<Widget, ConversionError> {
+            let size = self.size.unwrap_or_default();
+            if size < 0 {
+                let error = ConversionError::invalid(&size, "must not be negative");
+                return Err(error.within("size"));
             }
+            Ok(Widget {
+                metadata: self.metadata.clone(),
+                size,
+            })
         }
-        fn from_hub(hub: &Widget) -> Self {
-            WidgetV1 {
+        fn from_hub(hub: &Widget) -> Result<Self, ConversionError> {
+            Ok(WidgetV1 {
                 metadata: hub.metadata.clone(),
                 size: Some(hub.size),
-            }
+            })
+        }
+        fn object_name(&self) -> &str {
+            &self.metadata.name
         }
     }
 
@@ -931,6 +1008,30 @@ mod tests {
             .encode_stored(&decoded.object, MediaType::Json)
             .unwrap();
         assert_eq!(codec().decode_stored(&stored).unwrap(), decoded.object);
+    }
+
+    /// A conversion's field errors are a 422's: the path from the root, the value sent, the group the body was
+    /// sent to; a stored object that no longer converts is an error naming it.
+    #[test]
+    fn a_refused_conversion_names_the_field_and_the_value() {
+        let body = br#"{"apiVersion":"archive.example.com/v1","kind":"Widget","metadata":{"name":"w"},"size":-2}"#;
+        let archive = codec().in_group("archive.example.com");
+        let err = archive
+            .decode(body, MediaType::Json, "v1", FieldValidation::Strict)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Widget.archive.example.com \"w\" is invalid: size: Invalid value: -2: must not be negative"
+        );
+        let DecodeError::Invalid { errors, .. } = err else {
+            panic!("not Invalid: {err}");
+        };
+        assert_eq!(errors.iter().next().unwrap().field, "size");
+        let stored = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"size":-2}"#;
+        assert_eq!(
+            codec().decode_stored(stored).unwrap_err().to_string(),
+            "Widget.example.com \"w\" is invalid: size: Invalid value: -2: must not be negative"
+        );
     }
 
     #[test]

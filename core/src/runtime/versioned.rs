@@ -3,13 +3,19 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::Resource;
+use super::{ConversionError, Resource};
 
 /// One served version of a hub type: the wire shape (serde and prost), its defaults, and its conversion to and from
 /// the hub.
 ///
 /// Implemented by `#[derive(Versioned)]` on the root struct of a version. Defaults run on the wire value before
 /// conversion, and never when converting from the hub (as upstream).
+///
+/// Defaults and conversions may refuse a value with field errors ([`ConversionError`], paths relative to the
+/// root object). A request body refused so is answered 422 `Invalid` naming each field and the value sent, and
+/// nothing is written. An object that cannot be written in a version (`from_hub` fails: the hub holds what the
+/// version cannot say) or a stored object that cannot be read (`to_hub` fails on what an older server stored) is
+/// the server's fault: 500 `InternalError` naming the object and the field errors.
 pub trait Versioned:
     Serialize + DeserializeOwned + prost::Message + Default + Clone + PartialEq + Send + Sync + 'static
 {
@@ -24,12 +30,19 @@ pub trait Versioned:
     const LOSSLESS: bool = false;
 
     /// Applies this version's defaults to a value decoded from the wire.
-    fn set_defaults(&mut self) {}
+    fn set_defaults(&mut self) -> Result<(), ConversionError> {
+        Ok(())
+    }
 
     /// This value converted to the hub.
-    fn to_hub(&self) -> Self::Hub;
+    fn to_hub(&self) -> Result<Self::Hub, ConversionError>;
     /// `hub` converted to this version; no defaults are applied.
-    fn from_hub(hub: &Self::Hub) -> Self;
+    fn from_hub(hub: &Self::Hub) -> Result<Self, ConversionError>;
+
+    /// `metadata.name` of this value, to name it in errors; empty when the type has no metadata.
+    fn object_name(&self) -> &str {
+        ""
+    }
 
     /// The OpenAPI v3 schema of this version's root type (structural, as Kubernetes publishes). Without one a
     /// type is published as an object that keeps unknown fields.

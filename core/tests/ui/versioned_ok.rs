@@ -43,9 +43,9 @@ pub struct WidgetSpec {
 fn main() {
     use apiserver::runtime::{Resource, Versioned};
     let hub = hub::Widget { spec: hub::WidgetSpec { color_name: "red".into(), size: 3 }, ..Default::default() };
-    let wire = Widget::from_hub(&hub);
+    let wire = Widget::from_hub(&hub).unwrap();
     assert_eq!(wire.spec.color, "red");
-    assert_eq!(wire.to_hub(), hub);
+    assert_eq!(wire.to_hub().unwrap(), hub);
     assert_eq!(hub.selectable_field("spec.colorName").as_deref(), Some("red"));
     assert_eq!(hub::Widget::PLURAL, "widgets");
 }

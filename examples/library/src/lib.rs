@@ -1,6 +1,7 @@
 //! A library of books (`library.example.com`): v2 (preferred) says a book has authors, v1 (the storage version)
-//! knew only one author and is declared lossless, so a book with several authors keeps them all. The same books
-//! are served in `archive.example.com` too, from the same storage.
+//! knew only one author and is declared lossless, so a book with several authors keeps them all. v1 counted
+//! copies in words (`"12 copies"`), v2 in numbers: a v1 count that is not a number is refused, naming the field.
+//! The same books are served in `archive.example.com` too, from the same storage.
 
 use apiserver::admission::{Attributes, KindCheck, Operation};
 use apiserver::app::{App, StartError, Started};
@@ -28,6 +29,7 @@ pub struct Book {
 pub struct BookSpec {
     pub title: String,
     pub authors: Vec<String>,
+    pub copies: i64,
 }
 
 pub mod v2 {
@@ -43,11 +45,15 @@ pub mod v2 {
     pub struct BookSpec {
         pub title: String,
         pub authors: Vec<String>,
+        /// How many copies the library holds.
+        #[served(omitempty)]
+        pub copies: i64,
     }
 }
 
 pub mod v1 {
     use apiserver::meta::ObjectMeta;
+    use apiserver::runtime::ConversionError;
 
     #[apiserver::served(hub = "crate::Book", version = "v1", lossless)]
     pub struct Book {
@@ -61,6 +67,10 @@ pub mod v1 {
         /// The first author.
         #[versioned(rename = "authors", to_hub = "authors", from_hub = "first_author")]
         pub author: String,
+        /// How many copies the library holds, e.g. `"12 copies"`.
+        #[served(omitempty)]
+        #[versioned(to_hub = "count_copies", from_hub = "copies_in_words")]
+        pub copies: String,
     }
 
     fn authors(author: &str) -> Vec<String> {
@@ -73,6 +83,28 @@ pub mod v1 {
     fn first_author(authors: &[String]) -> String {
         authors.first().cloned().unwrap_or_default()
     }
+
+    /// `"12 copies"` (or `"12"`, `"1 copy"`) is 12; anything else is refused, the framework naming the field.
+    fn count_copies(copies: &str) -> Result<i64, ConversionError> {
+        if copies.is_empty() {
+            return Ok(0);
+        }
+        let number = copies
+            .strip_suffix(" copies")
+            .or_else(|| copies.strip_suffix(" copy"))
+            .unwrap_or(copies);
+        number.parse().map_err(|_| {
+            ConversionError::invalid(copies, "must be a number of copies, e.g. \"12 copies\"")
+        })
+    }
+
+    fn copies_in_words(copies: &i64) -> String {
+        match copies {
+            0 => String::new(),
+            1 => "1 copy".to_string(),
+            n => format!("{n} copies"),
+        }
+    }
 }
 
 /// v2 is preferred (added first); books are stored as v1.
@@ -80,7 +112,7 @@ pub fn book_codec() -> ResourceCodec<Book> {
     ResourceCodec::new()
         .version::<v2::Book>()
         .version::<v1::Book>()
-        .storage_version("v1")
+        .storage_version::<v1::Book>()
 }
 
 /// A book needs a title.

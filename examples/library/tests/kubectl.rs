@@ -104,6 +104,15 @@ impl Library {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// A kube-rs client from the server's kubeconfig, for requests kubectl cannot make (other media types).
+    async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("config");
+        kube::Client::try_from(config).expect("client")
+    }
+
     async fn stop(self) {
         let _ = self.stop.send(());
         self.task.await.unwrap().unwrap();
@@ -344,5 +353,138 @@ async fn books_are_served_in_a_second_group_from_the_same_storage() {
         ],
         "{seen:?}"
     );
+    library.stop().await;
+}
+
+/// A request with a body of `content_type`, answered in JSON: the status code and the answer.
+async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, apiserver::serde_json::Value) {
+    use http_body_util::BodyExt;
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .header("accept", "application/json")
+        .body(kube::client::Body::from(body))
+        .unwrap();
+    let response = client.send(request).await.expect("request sent");
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (code, apiserver::serde_json::from_slice(&bytes).unwrap())
+}
+
+/// A v1 count of copies that is not a number is refused in every media type that can carry it (JSON, YAML, CBOR,
+/// protobuf) and by patches: a 422 naming the field and the value sent, as upstream's field errors read, and
+/// nothing is written.
+#[apiserver::tokio::test(crate = "apiserver::tokio", flavor = "multi_thread")]
+async fn a_count_of_copies_that_is_not_a_number_is_refused_naming_it() {
+    use apiserver::codec::{encode_cbor, encode_protobuf};
+    use apiserver::serde_json::json;
+    use library_apiserver::v1;
+
+    let library = Library::start().await;
+    let client = library.client().await;
+    let books = "/apis/library.example.com/v1/namespaces/default/books";
+    let book = v1::Book {
+        metadata: apiserver::meta::ObjectMeta {
+            name: "emma".into(),
+            ..Default::default()
+        },
+        spec: v1::BookSpec {
+            title: "Emma".into(),
+            author: "Jane Austen".into(),
+            copies: "a dozen".into(),
+        },
+    };
+    let api_version = "library.example.com/v1";
+    let json = json!({"apiVersion": api_version, "kind": "Book", "metadata": {"name": "emma"},
+        "spec": {"title": "Emma", "author": "Jane Austen", "copies": "a dozen"}});
+    let yaml = format!(
+        "apiVersion: {api_version}\nkind: Book\nmetadata:\n  name: emma\nspec:\n  title: Emma\n  author: Jane Austen\n  copies: a dozen\n"
+    );
+    let message = r#"Book.library.example.com "emma" is invalid: spec.copies: Invalid value: "a dozen": must be a number of copies, e.g. "12 copies""#;
+    let refused = |code: u16, status: &apiserver::serde_json::Value, how: &str| {
+        assert_eq!(code, 422, "{how}: {status}");
+        assert_eq!(status["reason"], "Invalid", "{how}");
+        assert_eq!(status["message"], message, "{how}");
+        assert_eq!(
+            status["details"],
+            json!({"name": "emma", "group": "library.example.com", "kind": "Book", "causes": [{
+                "reason": "FieldValueInvalid",
+                "message": r#"Invalid value: "a dozen": must be a number of copies, e.g. "12 copies""#,
+                "field": "spec.copies"
+            }]}),
+            "{how}"
+        );
+    };
+    for (content_type, body) in [
+        ("application/json", apiserver::serde_json::to_vec(&json).unwrap()),
+        ("application/yaml", yaml.into_bytes()),
+        ("application/cbor", encode_cbor(api_version, "Book", &book).unwrap()),
+        (
+            "application/vnd.kubernetes.protobuf",
+            encode_protobuf(api_version, "Book", &book).unwrap(),
+        ),
+    ] {
+        let (code, status) = send(&client, "POST", books, content_type, body).await;
+        refused(code, &status, content_type);
+    }
+    let (code, list) = send(&client, "GET", books, "application/json", Vec::new()).await;
+    assert_eq!(code, 200);
+    assert_eq!(list["items"], json!([]), "nothing was created");
+
+    // Counted in words, the same book is created, and read as a number in v2.
+    let mut good = json.clone();
+    good["spec"]["copies"] = "12 copies".into();
+    let body = apiserver::serde_json::to_vec(&good).unwrap();
+    let (code, created) = send(&client, "POST", books, "application/json", body).await;
+    assert_eq!(code, 201, "{created}");
+    let v2 = "/apis/library.example.com/v2/namespaces/default/books/emma";
+    let (_, read) = send(&client, "GET", v2, "application/json", Vec::new()).await;
+    assert_eq!(read["spec"]["copies"], 12);
+
+    // An update or a patch with a bad count is refused alike, and the book keeps its 12 copies.
+    let mut update = created.clone();
+    update["spec"]["copies"] = "a dozen".into();
+    let body = apiserver::serde_json::to_vec(&update).unwrap();
+    let emma = format!("{books}/emma");
+    let (code, status) = send(&client, "PUT", &emma, "application/json", body).await;
+    refused(code, &status, "update");
+    let patch = br#"{"spec":{"copies":"a dozen"}}"#.to_vec();
+    let (code, status) =
+        send(&client, "PATCH", &emma, "application/merge-patch+json", patch).await;
+    refused(code, &status, "merge patch");
+    let apply = format!(
+        "apiVersion: {api_version}\nkind: Book\nmetadata:\n  name: emma\nspec:\n  copies: a dozen\n"
+    );
+    let (code, status) = send(
+        &client,
+        "PATCH",
+        &format!("{emma}?fieldManager=test&force=true"),
+        "application/apply-patch+yaml",
+        apply.into_bytes(),
+    )
+    .await;
+    refused(code, &status, "apply");
+    let (_, read) = send(&client, "GET", &emma, "application/json", Vec::new()).await;
+    assert_eq!(read["spec"]["copies"], "12 copies");
+    assert_eq!(
+        read["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"],
+        "nothing was written"
+    );
+
+    // kubectl shows the same message.
+    let out = library
+        .run(&["create", "-f", "-"], Some(&json.to_string()))
+        .await;
+    assert!(!out.status.success());
+    let cause = r#"spec.copies: Invalid value: "a dozen": must be a number of copies, e.g. "12 copies""#;
+    assert!(text(&out).contains(cause), "{}", text(&out));
+
     library.stop().await;
 }

@@ -26,7 +26,7 @@ pub fn pizza_codec() -> ResourceCodec<restaurant::Pizza> {
     ResourceCodec::new()
         .version::<v1beta1::Pizza>()
         .version::<v1alpha1::Pizza>()
-        .storage_version("v1alpha1")
+        .storage_version::<v1alpha1::Pizza>()
 }
 
 /// Toppings are served in v1beta1 (beyond the reference) and v1alpha1, and stored as v1alpha1.
@@ -34,7 +34,7 @@ pub fn topping_codec() -> ResourceCodec<restaurant::Topping> {
     ResourceCodec::new()
         .version::<v1beta1::Topping>()
         .version::<v1alpha1::Topping>()
-        .storage_version("v1alpha1")
+        .storage_version::<v1alpha1::Topping>()
 }
 
 /// The menu is served in v1beta1 (provided, not stored).
@@ -46,5 +46,5 @@ pub fn menu_codec() -> ResourceCodec<restaurant::MenuItem> {
 pub fn oven_codec() -> ResourceCodec<restaurant::Oven> {
     ResourceCodec::new()
         .version::<v1beta1::Oven>()
-        .storage_version("v1beta1")
+        .storage_version::<v1beta1::Oven>()
 }

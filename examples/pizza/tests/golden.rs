@@ -104,7 +104,7 @@ fn duplicate_names_fold_into_quantity_and_unfold_again() {
         toppings(&[("salami", 2), ("tomato", 1)])
     );
     assert_eq!(
-        v1alpha1::Pizza::from_hub(&pizza).spec.toppings,
+        v1alpha1::Pizza::from_hub(&pizza).unwrap().spec.toppings,
         ["salami", "salami", "tomato"]
     );
 }
@@ -119,9 +119,9 @@ fn v1beta1_quantity_zero_or_unset_becomes_one() {
         pizza.spec.toppings,
         toppings(&[("salami", 1), ("tomato", 1), ("mozzarella", 3)])
     );
-    let mut wire = v1beta1::Pizza::from_hub(&pizza);
+    let mut wire = v1beta1::Pizza::from_hub(&pizza).unwrap();
     wire.spec.toppings[0].quantity = Some(-2);
-    wire.set_defaults();
+    wire.set_defaults().unwrap();
     assert_eq!(
         wire.spec.toppings[0].quantity,
         Some(-2),

@@ -20,12 +20,12 @@ pub fn flunder_codec() -> ResourceCodec<wardle::Flunder> {
     ResourceCodec::new()
         .version::<v1beta1::Flunder>()
         .version::<v1alpha1::Flunder>()
-        .storage_version("v1alpha1")
+        .storage_version::<v1alpha1::Flunder>()
 }
 
 /// Fischers are served and stored in v1alpha1 only.
 pub fn fischer_codec() -> ResourceCodec<wardle::Fischer> {
     ResourceCodec::new()
         .version::<v1alpha1::Fischer>()
-        .storage_version("v1alpha1")
+        .storage_version::<v1alpha1::Fischer>()
 }
