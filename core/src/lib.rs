@@ -91,6 +91,22 @@
 //! implementing [`app::StorageBackend`] on the backend's `clap` options. `guaranteed_update` and `delete` need not
 //! be written again: implement the four conditional operations of [`storage::optimistic::OptimisticStore`] and
 //! call its driver, as every backend here does.
+//!
+//! # Testing a server
+//!
+//! The `testing` feature (turn it on in the server's `[dev-dependencies]`) brings a test kit: `testing::TestServer`
+//! starts the server in-process, as its binary would, on a free loopback port with a temporary data directory and
+//! any backend, and gives its kubeconfig, a kube-rs client and a kubectl runner; `round_trip_test!` writes the test
+//! that every served version and media type keeps what the hub holds.
+#![cfg_attr(
+    feature = "testing",
+    doc = "See [`testing`] and [`round_trip_test!`]; `examples/library/tests/kubectl.rs` uses both."
+)]
+#![cfg_attr(
+    not(feature = "testing"),
+    doc = "These docs were built without the feature: `cargo doc --features apiserver/testing` shows both."
+)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 pub mod admission;
@@ -107,6 +123,7 @@ pub mod leader;
 pub mod logging;
 // A real kube-apiserver and etcd on loopback for end-to-end tests; only with the `testing` feature.
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod envtest;
 pub mod meta;
 pub mod metrics;
@@ -117,6 +134,9 @@ pub mod runtime;
 pub mod server;
 pub mod storage;
 pub mod telemetry;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 pub mod tls_verify;
 pub mod validation;
 pub mod warning;

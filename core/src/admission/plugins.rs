@@ -175,7 +175,7 @@ impl<T: Resource> Lister<T> {
     pub async fn get(&self, namespace: Option<&str>, name: &str) -> Result<Option<T>, ApiError> {
         match self.store.get(namespace, name, Some(0)).await {
             Ok(object) => Ok(Some(object)),
-            Err(e) if e.reason == crate::meta::reason::NOT_FOUND => Ok(None),
+            Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
         }
     }

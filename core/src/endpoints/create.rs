@@ -44,8 +44,11 @@ pub(super) async fn create<T: Resource>(
             .create(
                 context.namespace(),
                 object,
-                &endpoint.admission.validating(&attributes),
-                dry_run,
+                crate::registry::WriteOptions {
+                    admission: &endpoint.admission.validating(&attributes),
+                    dry_run,
+                    ..Default::default()
+                },
             )
             .await?;
         context.warn_all(&written.warnings);

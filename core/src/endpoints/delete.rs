@@ -128,7 +128,7 @@ pub(super) async fn delete_collection<T: Resource>(
                 .await
             {
                 Ok(deletion) => deleted.items.push(deletion.object().clone()),
-                Err(e) if e.code == 404 => {}
+                Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e),
             }
         }

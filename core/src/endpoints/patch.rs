@@ -92,9 +92,12 @@ pub(super) async fn patch<T: Resource>(
                 context.namespace(),
                 context.name(),
                 &patched,
-                &endpoint.admission.validating(&attributes),
-                patch_type == PatchType::Apply,
-                dry_run,
+                crate::registry::WriteOptions {
+                    admission: &endpoint.admission.validating(&attributes),
+                    dry_run,
+                    // Server-side apply creates what it does not find.
+                    allow_create: patch_type == PatchType::Apply,
+                },
             )
             .await?;
         context.warn_all(&patched.warnings.into_inner().unwrap_or_default());

@@ -154,9 +154,11 @@ impl<T: Resource> ScaleEndpoint<T> {
                 context.namespace(),
                 context.name(),
                 &scaled,
-                &self.admission.validating(&attributes),
-                false,
-                dry_run,
+                crate::registry::WriteOptions {
+                    admission: &self.admission.validating(&attributes),
+                    dry_run,
+                    ..Default::default()
+                },
             )
             .await?;
         self.answer(

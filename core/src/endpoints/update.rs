@@ -45,9 +45,11 @@ pub(super) async fn update<T: Resource>(
                 context.namespace(),
                 context.name(),
                 &updated,
-                &endpoint.admission.validating(&attributes),
-                false,
-                dry_run,
+                crate::registry::WriteOptions {
+                    admission: &endpoint.admission.validating(&attributes),
+                    dry_run,
+                    ..Default::default()
+                },
             )
             .await?;
         context.warn_all(&written.warnings);

@@ -2,7 +2,7 @@
 //! clients see the same `Status` code, reason, message and details a Go server would send.
 
 use crate::go_quote;
-use crate::runtime::{GroupKind, GroupResource};
+use crate::runtime::{GroupKind, GroupResource, Resource};
 use crate::storage::StorageError;
 use crate::validation::ErrorList;
 
@@ -83,6 +83,12 @@ impl ApiError {
             message: format!("{resource} {} not found", go_quote(name)),
             details: resource_details(resource, name),
         }
+    }
+
+    /// 404 about an object of `T`, for code that has the type rather than its group-resource:
+    /// `ApiError::not_found_for::<Pizza>("margherita")` is `ApiError::not_found(&Pizza::group_resource(), ...)`.
+    pub fn not_found_for<T: Resource>(name: &str) -> Self {
+        Self::not_found(&T::group_resource(), name)
     }
 
     /// 409: `... "x" already exists`.
@@ -276,6 +282,131 @@ impl From<&ApiError> for crate::meta::Status {
     }
 }
 
+/// The reasons upstream's predicates know (apimachinery's `knownReasons`): an error with one of them is judged by
+/// its reason alone; any other (the empty reason too) is judged by its code.
+const KNOWN_REASONS: &[&str] = &[
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "AlreadyExists",
+    "Conflict",
+    "Gone",
+    "Invalid",
+    "ServerTimeout",
+    "StoreReadError",
+    "Timeout",
+    "TooManyRequests",
+    "BadRequest",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "RequestEntityTooLarge",
+    "UnsupportedMediaType",
+    "InternalError",
+    "Expired",
+    "ServiceUnavailable",
+];
+
+/// What an error is, as apimachinery's `errors.IsNotFound` and its siblings answer it: by `reason`, or by `code`
+/// when the reason is one they do not know. Branch on these rather than on codes: a 409 may be a conflict or an
+/// "already exists".
+impl ApiError {
+    fn is(&self, reason: &str, code: Option<u16>) -> bool {
+        self.reason == reason
+            || code.is_some_and(|c| self.code == c && !KNOWN_REASONS.contains(&self.reason))
+    }
+
+    /// The object does not exist (`NotFound`, 404).
+    pub fn is_not_found(&self) -> bool {
+        self.is("NotFound", Some(404))
+    }
+
+    /// A create found the name taken (`AlreadyExists`; a 409 without that reason is not one).
+    pub fn is_already_exists(&self) -> bool {
+        self.is("AlreadyExists", None)
+    }
+
+    /// A write lost an optimistic-concurrency race or broke a precondition (`Conflict`, 409): read again and retry.
+    pub fn is_conflict(&self) -> bool {
+        self.is("Conflict", Some(409))
+    }
+
+    /// The object failed validation (`Invalid`, 422); the causes name the fields.
+    pub fn is_invalid(&self) -> bool {
+        self.is("Invalid", Some(422))
+    }
+
+    /// Authorization or admission refused the request (`Forbidden`, 403).
+    pub fn is_forbidden(&self) -> bool {
+        self.is("Forbidden", Some(403))
+    }
+
+    /// The client is not authenticated (`Unauthorized`, 401).
+    pub fn is_unauthorized(&self) -> bool {
+        self.is("Unauthorized", Some(401))
+    }
+
+    /// The resource is gone for good (`Gone`, 410).
+    pub fn is_gone(&self) -> bool {
+        self.is("Gone", Some(410))
+    }
+
+    /// The requested resource version is too old, e.g. a watch from a compacted revision (`Expired`, reason only).
+    pub fn is_resource_expired(&self) -> bool {
+        self.is("Expired", None)
+    }
+
+    /// The request was malformed (`BadRequest`, 400).
+    pub fn is_bad_request(&self) -> bool {
+        self.is("BadRequest", Some(400))
+    }
+
+    /// The verb is not supported on this resource (`MethodNotAllowed`, 405).
+    pub fn is_method_not_supported(&self) -> bool {
+        self.is("MethodNotAllowed", Some(405))
+    }
+
+    /// None of the accepted media types can be served (`NotAcceptable`, 406).
+    pub fn is_not_acceptable(&self) -> bool {
+        self.is("NotAcceptable", Some(406))
+    }
+
+    /// The body's media type is not accepted (`UnsupportedMediaType`, 415).
+    pub fn is_unsupported_media_type(&self) -> bool {
+        self.is("UnsupportedMediaType", Some(415))
+    }
+
+    /// The body is too large (`RequestEntityTooLarge`, 413).
+    pub fn is_request_entity_too_large(&self) -> bool {
+        self.is("RequestEntityTooLarge", Some(413))
+    }
+
+    /// The request timed out before it was done (`Timeout`, 504); it may have happened.
+    pub fn is_timeout(&self) -> bool {
+        self.is("Timeout", Some(504))
+    }
+
+    /// The server could not answer in time, e.g. a resource version it has not seen yet (`ServerTimeout`, reason
+    /// only).
+    pub fn is_server_timeout(&self) -> bool {
+        self.is("ServerTimeout", None)
+    }
+
+    /// The client should slow down (`TooManyRequests`, 429).
+    pub fn is_too_many_requests(&self) -> bool {
+        self.is("TooManyRequests", Some(429))
+    }
+
+    /// The server failed (`InternalError`, 500).
+    pub fn is_internal_error(&self) -> bool {
+        self.is("InternalError", Some(500))
+    }
+
+    /// The server cannot serve now (`ServiceUnavailable`, 503).
+    pub fn is_service_unavailable(&self) -> bool {
+        self.is("ServiceUnavailable", Some(503))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +440,33 @@ mod tests {
         assert!(err.message.starts_with(
             "Pizza.g \"x\" is invalid: [spec.toppings[0].name: Invalid value: \"salami\": must be unique, "
         ));
+    }
+
+    /// As apimachinery's predicates: by reason, falling back on the code only for reasons they do not know.
+    #[test]
+    fn predicates_read_the_reason_then_the_code() {
+        let pizzas = GroupResource {
+            group: "g".into(),
+            resource: "pizzas".into(),
+        };
+        let missing = ApiError::not_found(&pizzas, "x");
+        assert!(missing.is_not_found() && !missing.is_conflict() && !missing.is_gone());
+        let taken = ApiError::already_exists(&pizzas, "x");
+        assert!(taken.is_already_exists() && !taken.is_conflict());
+        let raced = ApiError::conflict(&pizzas, "x", OPTIMISTIC_LOCK_ERROR_MSG);
+        assert!(raced.is_conflict() && !raced.is_already_exists());
+        assert!(ApiError::forbidden(&pizzas, "x", "no").is_forbidden());
+        assert!(ApiError::new(410, "Expired", "too old").is_resource_expired());
+        assert!(!ApiError::new(410, "Expired", "too old").is_gone());
+        assert!(ApiError::new(410, "Gone", "gone").is_gone());
+        assert!(ApiError::new(504, "Timeout", "slow").is_timeout());
+        assert!(ApiError::internal("boom").is_internal_error());
+        assert!(ApiError::bad_request("bad").is_bad_request());
+        // An unknown reason: the code decides; a known one that disagrees with the code: the reason does.
+        assert!(ApiError::new(404, "SomethingElse", "?").is_not_found());
+        assert!(ApiError::new(422, "", "?").is_invalid());
+        assert!(!ApiError::new(404, "Conflict", "?").is_not_found());
+        assert!(!ApiError::new(409, "SomethingElse", "?").is_already_exists());
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub use object_meta::{
 pub use store::{
     AdmissionCheck, DeletePreconditions, DeleteRequest, Deletion, FINALIZER_DELETE_DEPENDENTS,
     FINALIZER_ORPHAN_DEPENDENTS, ListRequest, MAX_OBJECT_BYTES, NoAdmission, ObjectList, Replace,
-    Store, UpdatedObject, WatchChange, WatchChanges, WatchItem, WatchItems, Written, attrs_of,
+    Store, UpdatedObject, WatchChange, WatchChanges, WatchItem, WatchItems, WriteOptions, Written,
+    attrs_of,
 };
 pub use strategy::{DefaultStrategy, GarbageCollectionPolicy, Strategy};

@@ -51,6 +51,47 @@ pub struct NoAdmission;
 
 impl<T: Send + Sync> AdmissionCheck<T> for NoAdmission {}
 
+/// How [`Store::create`] and [`Store::update`] write: the validating admission the object passes and whether the
+/// write is a dry run (upstream's `createValidation`/`updateValidation`, `forceAllowCreate` and
+/// `metav1.UpdateOptions.DryRun`). The default, for controllers: no admission, a real write, no create.
+///
+/// ```
+/// # use apiserver::registry::WriteOptions;
+/// # struct Pizza;
+/// let options: WriteOptions<'_, Pizza> = WriteOptions {
+///     dry_run: true,
+///     ..WriteOptions::default()
+/// };
+/// # assert!(options.dry_run && !options.allow_create);
+/// ```
+pub struct WriteOptions<'a, T> {
+    /// Validating admission, run after the strategy (and inside the optimistic update loop).
+    pub admission: &'a dyn AdmissionCheck<T>,
+    /// Everything runs but the write; the answer is the object that would have been written.
+    pub dry_run: bool,
+    /// An update of an object that does not exist creates it even where the strategy does not allow create on
+    /// update (server-side apply). A create always creates.
+    pub allow_create: bool,
+}
+
+impl<T: Send + Sync> Default for WriteOptions<'_, T> {
+    fn default() -> Self {
+        WriteOptions {
+            admission: &NoAdmission,
+            dry_run: false,
+            allow_create: false,
+        }
+    }
+}
+
+impl<T> Clone for WriteOptions<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for WriteOptions<'_, T> {}
+
 /// Computes the object an update writes from the current one (`None` when it does not exist): the request body for
 /// PUT, the patched object for PATCH. It may run several times, once per conflict.
 #[async_trait]
@@ -513,14 +554,16 @@ impl<T: Resource> Store<T> {
         Ok(Vec::new())
     }
 
-    /// Creates an object (upstream `Store.Create`); with `dry_run` everything runs but the write.
+    /// Creates an object (upstream `Store.Create`); with `options.dry_run` everything runs but the write.
     pub async fn create(
         &self,
         namespace: Option<&str>,
         mut object: T,
-        admission: &dyn AdmissionCheck<T>,
-        dry_run: bool,
+        options: WriteOptions<'_, T>,
     ) -> Result<Written<T>, ApiError> {
+        let WriteOptions {
+            admission, dry_run, ..
+        } = options;
         wipe_system_fields(object.metadata_mut());
         object.metadata_mut().resource_version.clear();
         fill_system_fields(object.metadata_mut());
@@ -554,7 +597,7 @@ impl<T: Resource> Store<T> {
                         warnings,
                     });
                 }
-                Err(e) if generated && e.reason == "AlreadyExists" => last_error = Some(e),
+                Err(e) if generated && e.is_already_exists() => last_error = Some(e),
                 Err(e) => return Err(e),
             }
         }
@@ -573,7 +616,7 @@ impl<T: Resource> Store<T> {
     /// AlreadyExists says "object is being deleted: " when the existing object has a deletionTimestamp.
     async fn create_error(&self, err: StorageError, key: &str, name: &str) -> ApiError {
         let mut api = ApiError::from_storage(err, &self.resource(), name);
-        if api.reason == "AlreadyExists"
+        if api.is_already_exists()
             && let Ok(existing) = self.storage.get(key, &storage::GetOptions::default()).await
             && let Ok(existing) = self.decode(&existing)
             && existing.metadata().deletion_timestamp.is_some()
@@ -614,10 +657,13 @@ impl<T: Resource> Store<T> {
         namespace: Option<&str>,
         name: &str,
         updated: &dyn UpdatedObject<T>,
-        admission: &dyn AdmissionCheck<T>,
-        force_allow_create: bool,
-        dry_run: bool,
+        options: WriteOptions<'_, T>,
     ) -> Result<Written<T>, ApiError> {
+        let WriteOptions {
+            admission,
+            dry_run,
+            allow_create,
+        } = options;
         let key = self.key(namespace, name)?;
         let outcome: Mutex<(bool, Vec<String>, Option<T>)> = Mutex::new((false, Vec::new(), None));
         let outcome_ref = &outcome;
@@ -645,7 +691,7 @@ impl<T: Resource> Store<T> {
                 let (created, warnings) = match &existing {
                     None => {
                         if self.status_only
-                            || (!self.strategy.allow_create_on_update() && !force_allow_create)
+                            || (!self.strategy.allow_create_on_update() && !allow_create)
                         {
                             return Err(ApiError::not_found(&self.resource(), name));
                         }
@@ -1592,14 +1638,7 @@ mod tests {
     async fn update(store: &Store<Gadget>, object: Gadget) -> Result<Gadget, ApiError> {
         let name = object.metadata.name.clone();
         store
-            .update(
-                Some("ns"),
-                &name,
-                &Replace(object),
-                &NoAdmission,
-                false,
-                false,
-            )
+            .update(Some("ns"), &name, &Replace(object), WriteOptions::default())
             .await
             .map(|w| w.object)
     }
@@ -1608,7 +1647,7 @@ mod tests {
     async fn create_clears_status_and_main_update_keeps_it() {
         let store = store();
         let created = store
-            .create(Some("ns"), gadget("g", 1, 7), &NoAdmission, false)
+            .create(Some("ns"), gadget("g", 1, 7), WriteOptions::default())
             .await
             .unwrap()
             .object;
@@ -1631,7 +1670,7 @@ mod tests {
         let store = store();
         let status = store.status();
         let created = store
-            .create(Some("ns"), gadget("g", 1, 0), &NoAdmission, false)
+            .create(Some("ns"), gadget("g", 1, 0), WriteOptions::default())
             .await
             .unwrap()
             .object;
@@ -1697,8 +1736,7 @@ mod tests {
             .create(
                 Some("ns"),
                 with_finalizers(gadget("g", 1, 0), &["example.com/f"]),
-                &NoAdmission,
-                false,
+                WriteOptions::default(),
             )
             .await
             .unwrap()
@@ -1757,9 +1795,10 @@ mod tests {
                 Some("ns"),
                 "g",
                 &Replace(emptied.clone()),
-                &NoAdmission,
-                false,
-                true,
+                WriteOptions {
+                    dry_run: true,
+                    ..WriteOptions::default()
+                },
             )
             .await
             .unwrap();
@@ -1774,15 +1813,14 @@ mod tests {
     async fn deletion_without_finalizers_is_immediate_and_dry_run_changes_nothing() {
         let store = store();
         store
-            .create(Some("ns"), gadget("g", 1, 0), &NoAdmission, false)
+            .create(Some("ns"), gadget("g", 1, 0), WriteOptions::default())
             .await
             .unwrap();
         store
             .create(
                 Some("ns"),
                 with_finalizers(gadget("h", 1, 0), &["example.com/f"]),
-                &NoAdmission,
-                false,
+                WriteOptions::default(),
             )
             .await
             .unwrap();
@@ -1829,7 +1867,7 @@ mod tests {
             ("n", None, None, None),
         ] {
             store
-                .create(Some("ns"), gadget(name, 1, 0), &NoAdmission, false)
+                .create(Some("ns"), gadget(name, 1, 0), WriteOptions::default())
                 .await
                 .unwrap();
             let request = DeleteRequest {
@@ -1858,7 +1896,7 @@ mod tests {
     async fn delete_preconditions_conflict_with_upstream_texts() {
         let store = store();
         let created = store
-            .create(Some("ns"), gadget("g", 1, 0), &NoAdmission, false)
+            .create(Some("ns"), gadget("g", 1, 0), WriteOptions::default())
             .await
             .unwrap()
             .object;
@@ -1928,7 +1966,7 @@ mod tests {
         )
         .unwrap();
         store
-            .create(Some("ns"), gadget("g", 1, 0), &NoAdmission, false)
+            .create(Some("ns"), gadget("g", 1, 0), WriteOptions::default())
             .await
             .unwrap();
         let Deletion::Pending(pending) =

@@ -8,6 +8,7 @@ mod list;
 mod patch;
 mod resource;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod round_trip;
 pub(crate) mod rules;
 mod schema;

@@ -14,12 +14,13 @@ use super::{Resource, ResourceCodec, Scope};
 use crate::codec::{FieldValidation, MediaType};
 
 /// Writes a test that checks [`check`] for a codec, optionally only for objects a predicate accepts (the type's
-/// validation: an invalid object need not survive conversion).
+/// validation: an invalid object need not survive conversion). Needs the `testing` feature.
 ///
 /// ```ignore
 /// apiserver::round_trip_test!(pizzas_round_trip, pizza_apiserver::pizza_codec(), |p| validate_pizza(p).is_empty());
 /// ```
 #[macro_export]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 macro_rules! round_trip_test {
     ($name:ident, $codec:expr) => {
         $crate::round_trip_test!($name, $codec, |_| true);

@@ -27,6 +27,7 @@ pub mod memory;
 pub mod optimistic;
 mod predicate;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 pub mod transfer;
 

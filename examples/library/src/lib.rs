@@ -137,7 +137,12 @@ impl KindCheck<Book> for NoAnonymousBooks {
         &[Operation::Create]
     }
 
-    async fn check(&self, attributes: &Attributes, book: &Book) -> Result<(), ApiError> {
+    async fn check(
+        &self,
+        attributes: &Attributes,
+        book: &Book,
+        _: Option<&Book>,
+    ) -> Result<(), ApiError> {
         match book.spec.authors.is_empty() {
             true => Err(attributes.forbidden("a book needs an author")),
             false => Ok(()),

@@ -2,166 +2,57 @@
 //! memory backend. A two-author book written in v2 is stored in v1 (one author, lossless) and read back whole.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use apiserver::clap::Parser;
-use library_apiserver::{Options, book_codec, start};
+use apiserver::testing::{KubectlOutput, TestServer};
+use library_apiserver::{book_codec, start};
 
 apiserver::round_trip_test!(books_round_trip, book_codec());
 
-fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl runs (it must be on PATH)");
-    if let Some(input) = stdin {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+/// kubectl's stdout and stderr together.
+fn text(out: &KubectlOutput) -> String {
+    format!("{}{}", out.stdout, out.stderr)
 }
 
 const DUNE: &str = r#"{"apiVersion": "library.example.com/v2", "kind": "Book", "metadata": {"name": "dune"},
   "spec": {"title": "Dune", "authors": ["Frank Herbert", "Brian Herbert"]}}"#;
 
-/// A library server started in-process on the memory backend, ready.
-struct Library {
-    kubeconfig: PathBuf,
-    stop: apiserver::tokio::sync::oneshot::Sender<()>,
-    task: apiserver::tokio::task::JoinHandle<Result<(), apiserver::server::ServeError>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Library {
-    async fn start() -> Library {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().to_str().unwrap();
-        let options =
-            Options::parse_from(["library-apiserver", "--secure-port=0", "--data-dir", data]);
-        let started = start(options).await.expect("server starts");
-        let kubeconfig = started.kubeconfig.clone();
-        let (stop, stopped) = apiserver::tokio::sync::oneshot::channel::<()>();
-        let task = apiserver::tokio::spawn(started.server.run(async {
-            let _ = stopped.await;
-        }));
-        let library = Library {
-            kubeconfig,
-            stop,
-            task,
-            _dir: dir,
-        };
-        for _ in 0..100 {
-            if library
-                .run(&["get", "--raw", "/readyz"], None)
-                .await
-                .status
-                .success()
-            {
-                break;
-            }
-            apiserver::tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        library
-    }
-
-    /// Runs kubectl against the server, off the async threads.
-    async fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let kubeconfig = self.kubeconfig.clone();
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        let stdin = stdin.map(str::to_string);
-        apiserver::tokio::task::spawn_blocking(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            kubectl(&kubeconfig, &args, stdin.as_deref())
-        })
-        .await
-        .unwrap()
-    }
-
-    /// Runs kubectl and returns its stdout, failing the test when kubectl fails.
-    async fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let out = self.run(args, stdin).await;
-        assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// A kube-rs client from the server's kubeconfig, for requests kubectl cannot make (other media types).
-    async fn client(&self) -> kube::Client {
-        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .expect("config");
-        kube::Client::try_from(config).expect("client")
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap().unwrap();
-    }
-}
-
 #[apiserver::tokio::test(crate = "apiserver::tokio", flavor = "multi_thread")]
 async fn books_keep_all_their_authors_through_the_one_author_storage_version() {
-    let library = Library::start().await;
-    let run = |args: &'static [&'static str], stdin: Option<&'static str>| {
-        let run = library.run(args, stdin);
-        async move { Ok::<_, ()>(run.await) }
-    };
+    let library = TestServer::start(start, &[]).await;
 
-    let created = run(&["create", "-f", "-"], Some(DUNE)).await.unwrap();
-    assert!(created.status.success(), "{}", text(&created));
-    let v2 = run(
-        &[
+    let created = library.kubectl(&["create", "-f", "-"]).stdin(DUNE).await;
+    assert!(created.success, "{}", text(&created));
+    let v2 = library
+        .kubectl(&[
             "get",
             "books.v2.library.example.com",
             "dune",
             "-o",
             "jsonpath={.spec.authors}",
-        ],
-        None,
-    );
-    assert_eq!(
-        text(&v2.await.unwrap()),
-        r#"["Frank Herbert","Brian Herbert"]"#
-    );
-    let v1 = run(
-        &["get", "books.v1.library.example.com", "dune", "-o", "json"],
-        None,
-    )
-    .await
-    .unwrap();
-    let v1: apiserver::serde_json::Value = apiserver::serde_json::from_slice(&v1.stdout).unwrap();
+        ])
+        .await;
+    assert_eq!(text(&v2), r#"["Frank Herbert","Brian Herbert"]"#);
+    let v1 = library
+        .kubectl(&["get", "books.v1.library.example.com", "dune", "-o", "json"])
+        .await;
+    let v1: apiserver::serde_json::Value = apiserver::serde_json::from_str(&v1.stdout).unwrap();
     assert_eq!(v1["spec"]["author"], "Frank Herbert");
     assert!(
         v1["metadata"]["annotations"]["books.library.example.com/v2"].is_string(),
         "{v1}"
     );
-    let table = text(&run(&["get", "books"], None).await.unwrap());
+    let table = text(&library.kubectl(&["get", "books"]).await);
     assert!(table.starts_with("NAME   TITLE   AGE"), "{table}");
 
     let anonymous = r#"{"apiVersion": "library.example.com/v2", "kind": "Book", "metadata": {"name": "anon"},
       "spec": {"title": "Beowulf"}}"#;
-    let refused = run(&["create", "-f", "-"], Some(anonymous)).await.unwrap();
-    assert!(!refused.status.success());
+    let refused = library
+        .kubectl(&["create", "-f", "-"])
+        .stdin(anonymous)
+        .await;
+    assert!(!refused.success);
     assert!(
         text(&refused).contains("a book needs an author"),
         "{}",
@@ -169,7 +60,12 @@ async fn books_keep_all_their_authors_through_the_one_author_storage_version() {
     );
     let untitled = r#"{"apiVersion": "library.example.com/v1", "kind": "Book", "metadata": {"name": "x"},
       "spec": {"author": "Homer"}}"#;
-    let invalid = text(&run(&["create", "-f", "-"], Some(untitled)).await.unwrap());
+    let invalid = text(
+        &library
+            .kubectl(&["create", "-f", "-"])
+            .stdin(untitled)
+            .await,
+    );
     assert!(invalid.contains("spec.title: Required value"), "{invalid}");
 
     library.stop().await;
@@ -179,14 +75,15 @@ async fn books_keep_all_their_authors_through_the_one_author_storage_version() {
 /// `books.archive.example.com`, each group's clients seeing its own `apiVersion`; both are in discovery.
 #[apiserver::tokio::test(crate = "apiserver::tokio", flavor = "multi_thread")]
 async fn books_are_served_in_a_second_group_from_the_same_storage() {
-    let library = Library::start().await;
-    library.ok(&["create", "-f", "-"], Some(DUNE)).await;
+    let library = TestServer::start(start, &[]).await;
+    library
+        .kubectl(&["create", "-f", "-"])
+        .stdin(DUNE)
+        .ok()
+        .await;
     // Read through the library first: what the server keeps encoded for it is not what the archive answers.
     let kept = library
-        .ok(
-            &["get", "books.v2.library.example.com", "dune", "-o", "json"],
-            None,
-        )
+        .ok(&["get", "books.v2.library.example.com", "dune", "-o", "json"])
         .await;
     assert!(
         kept.contains(r#""apiVersion": "library.example.com/v2""#),
@@ -194,10 +91,7 @@ async fn books_are_served_in_a_second_group_from_the_same_storage() {
     );
 
     let archived = library
-        .ok(
-            &["get", "books.v2.archive.example.com", "dune", "-o", "json"],
-            None,
-        )
+        .ok(&["get", "books.v2.archive.example.com", "dune", "-o", "json"])
         .await;
     let archived: apiserver::serde_json::Value =
         apiserver::serde_json::from_str(&archived).unwrap();
@@ -207,56 +101,47 @@ async fn books_are_served_in_a_second_group_from_the_same_storage() {
         apiserver::serde_json::json!(["Frank Herbert", "Brian Herbert"])
     );
     let names = library
-        .ok(&["get", "books.archive.example.com", "-o", "name"], None)
+        .ok(&["get", "books.archive.example.com", "-o", "name"])
         .await;
     assert_eq!(names.trim(), "book.archive.example.com/dune");
 
     // A patch through the archive is seen through the library; its managed fields name the archive's version.
     library
-        .ok(
-            &[
-                "patch",
-                "books.archive.example.com",
-                "dune",
-                "--type=merge",
-                "-p",
-                r#"{"spec":{"title":"Dune Messiah"}}"#,
-            ],
-            None,
-        )
+        .ok(&[
+            "patch",
+            "books.archive.example.com",
+            "dune",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"title":"Dune Messiah"}}"#,
+        ])
         .await;
     let title = library
-        .ok(
-            &[
-                "get",
-                "books.library.example.com",
-                "dune",
-                "-o",
-                "jsonpath={.spec.title}",
-            ],
-            None,
-        )
+        .ok(&[
+            "get",
+            "books.library.example.com",
+            "dune",
+            "-o",
+            "jsonpath={.spec.title}",
+        ])
         .await;
     assert_eq!(title, "Dune Messiah");
     let managers = library
-        .ok(
-            &[
-                "get",
-                "books.library.example.com",
-                "dune",
-                "--show-managed-fields",
-                "-o",
-                "jsonpath={.metadata.managedFields[*].apiVersion}",
-            ],
-            None,
-        )
+        .ok(&[
+            "get",
+            "books.library.example.com",
+            "dune",
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={.metadata.managedFields[*].apiVersion}",
+        ])
         .await;
     assert_eq!(managers, "library.example.com/v2 archive.example.com/v2");
 
     // Errors name the resource in the group asked for; admission applies in both.
     let missing = text(
         &library
-            .run(&["get", "books.archive.example.com", "nope"], None)
+            .kubectl(&["get", "books.archive.example.com", "nope"])
             .await,
     );
     assert!(
@@ -265,21 +150,24 @@ async fn books_are_served_in_a_second_group_from_the_same_storage() {
     );
     let anonymous = r#"{"apiVersion": "archive.example.com/v2", "kind": "Book", "metadata": {"name": "anon"},
       "spec": {"title": "Beowulf"}}"#;
-    let refused = text(&library.run(&["create", "-f", "-"], Some(anonymous)).await);
+    let refused = text(
+        &library
+            .kubectl(&["create", "-f", "-"])
+            .stdin(anonymous)
+            .await,
+    );
     assert!(refused.contains("a book needs an author"), "{refused}");
     // A body of the other group sent to this one is refused, as upstream refuses a mismatched apiVersion.
     let crossed = text(
         &library
-            .run(
-                &[
-                    "create",
-                    "--raw",
-                    "/apis/archive.example.com/v2/namespaces/default/books",
-                    "-f",
-                    "-",
-                ],
-                Some(DUNE),
-            )
+            .kubectl(&[
+                "create",
+                "--raw",
+                "/apis/archive.example.com/v2/namespaces/default/books",
+                "-f",
+                "-",
+            ])
+            .stdin(DUNE)
             .await,
     );
     assert!(
@@ -288,7 +176,7 @@ async fn books_are_served_in_a_second_group_from_the_same_storage() {
     );
 
     // Both groups in discovery.
-    let resources = library.ok(&["api-resources", "-o", "wide"], None).await;
+    let resources = library.ok(&["api-resources", "-o", "wide"]).await;
     for group in ["library.example.com/v2", "archive.example.com/v2"] {
         assert!(
             resources
@@ -301,7 +189,7 @@ async fn books_are_served_in_a_second_group_from_the_same_storage() {
     // A watch through the archive sees a book created through the library, in the archive's apiVersion.
     let mut watch = std::process::Command::new("kubectl")
         .arg("--kubeconfig")
-        .arg(&library.kubeconfig)
+        .arg(library.kubeconfig())
         .args([
             "get",
             "books.archive.example.com",
@@ -327,9 +215,13 @@ async fn books_are_served_in_a_second_group_from_the_same_storage() {
     apiserver::tokio::time::sleep(Duration::from_secs(2)).await;
     let emma = r#"{"apiVersion": "library.example.com/v1", "kind": "Book", "metadata": {"name": "emma"},
       "spec": {"title": "Emma", "author": "Jane Austen"}}"#;
-    library.ok(&["create", "-f", "-"], Some(emma)).await;
     library
-        .ok(&["delete", "books.library.example.com", "emma"], None)
+        .kubectl(&["create", "-f", "-"])
+        .stdin(emma)
+        .ok()
+        .await;
+    library
+        .ok(&["delete", "books.library.example.com", "emma"])
         .await;
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -387,7 +279,7 @@ async fn a_count_of_copies_that_is_not_a_number_is_refused_naming_it() {
     use apiserver::serde_json::json;
     use library_apiserver::v1;
 
-    let library = Library::start().await;
+    let library = TestServer::start(start, &[]).await;
     let client = library.client().await;
     let books = "/apis/library.example.com/v1/namespaces/default/books";
     let book = v1::Book {
@@ -479,12 +371,13 @@ async fn a_count_of_copies_that_is_not_a_number_is_refused_naming_it() {
     );
 
     // kubectl shows the same message.
-    let out = library
-        .run(&["create", "-f", "-"], Some(&json.to_string()))
+    let refused = library
+        .kubectl(&["create", "-f", "-"])
+        .stdin(json.to_string())
+        .fails()
         .await;
-    assert!(!out.status.success());
     let cause = r#"spec.copies: Invalid value: "a dozen": must be a number of copies, e.g. "12 copies""#;
-    assert!(text(&out).contains(cause), "{}", text(&out));
+    assert!(refused.contains(cause), "{refused}");
 
     library.stop().await;
 }

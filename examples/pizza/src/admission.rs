@@ -34,7 +34,12 @@ impl KindCheck<Pizza> for PizzaToppings {
         self.toppings.has_synced().await
     }
 
-    async fn check(&self, attributes: &Attributes, pizza: &Pizza) -> Result<(), ApiError> {
+    async fn check(
+        &self,
+        attributes: &Attributes,
+        pizza: &Pizza,
+        _: Option<&Pizza>,
+    ) -> Result<(), ApiError> {
         for topping in &pizza.spec.toppings {
             // As the reference plugin, only "not found" refuses; other lister errors let the pizza through.
             if let Ok(None) = self.toppings.get(None, &topping.name).await {

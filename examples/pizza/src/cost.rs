@@ -4,7 +4,7 @@
 
 use apiserver::async_trait;
 use apiserver::controller::{Controller, ObjectKey, Reconciler};
-use apiserver::registry::{ApiError, ListRequest, NoAdmission, Store, UpdatedObject};
+use apiserver::registry::{ApiError, ListRequest, Store, UpdatedObject, WriteOptions};
 use apiserver::server::ShutdownSignal;
 
 use crate::restaurant::{Pizza, Topping};
@@ -57,7 +57,7 @@ impl Reconciler for CostReconciler {
         let namespace = key.namespace.as_deref();
         let pizza = match self.pizzas.get(namespace, &key.name, None).await {
             Ok(pizza) => pizza,
-            Err(e) if e.code == 404 => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e),
         };
         let mut cost = 0.0;
@@ -65,7 +65,7 @@ impl Reconciler for CostReconciler {
             match self.toppings.get(None, &topping.name, None).await {
                 Ok(found) => cost += found.spec.cost * f64::from(topping.quantity),
                 // A topping deleted since: it costs nothing until it exists again (its creation requeues).
-                Err(e) if e.code == 404 => {}
+                Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e),
             }
         }
@@ -79,14 +79,12 @@ impl Reconciler for CostReconciler {
                 namespace,
                 &key.name,
                 &SetCost { pizza, cost },
-                &NoAdmission,
-                false,
-                false,
+                WriteOptions::default(),
             )
             .await;
         match written {
             Ok(_) => Ok(()),
-            Err(e) if e.code == 404 => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(e),
         }
     }

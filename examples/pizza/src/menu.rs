@@ -30,7 +30,7 @@ impl Provider<MenuItem> for Menu {
     async fn get(&self, _: Option<&str>, name: &str) -> Result<Option<MenuItem>, ApiError> {
         match self.0.get(None, name, None).await {
             Ok(topping) => Ok(Some(item(topping))),
-            Err(e) if e.code == 404 => Ok(None),
+            Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
         }
     }

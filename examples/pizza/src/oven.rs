@@ -3,7 +3,7 @@
 
 use apiserver::async_trait;
 use apiserver::controller::{Controller, ObjectKey, Reconciler};
-use apiserver::registry::{ApiError, NoAdmission, Store, UpdatedObject};
+use apiserver::registry::{ApiError, Store, UpdatedObject, WriteOptions};
 use apiserver::server::ShutdownSignal;
 
 use crate::GROUP;
@@ -34,7 +34,7 @@ impl Reconciler for OvenReconciler {
         let namespace = key.namespace.as_deref();
         let oven = match self.ovens.get(namespace, &key.name, None).await {
             Ok(oven) => oven,
-            Err(e) if e.code == 404 => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e),
         };
         if oven.status.replicas == oven.spec.replicas && oven.status.selector == selector(&oven) {
@@ -43,18 +43,11 @@ impl Reconciler for OvenReconciler {
         match self
             .ovens
             .status()
-            .update(
-                namespace,
-                &key.name,
-                &Light(oven),
-                &NoAdmission,
-                false,
-                false,
-            )
+            .update(namespace, &key.name, &Light(oven), WriteOptions::default())
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if e.code == 404 => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(e),
         }
     }

@@ -23,7 +23,12 @@ impl KindCheck<Flunder> for BanFlunder {
         self.0.has_synced().await
     }
 
-    async fn check(&self, attributes: &Attributes, flunder: &Flunder) -> Result<(), ApiError> {
+    async fn check(
+        &self,
+        attributes: &Attributes,
+        flunder: &Flunder,
+        _: Option<&Flunder>,
+    ) -> Result<(), ApiError> {
         let banned = |f: &Fischer| f.disallowed_flunders.contains(&flunder.metadata.name);
         if self.0.list(None).await?.iter().any(banned) {
             return Err(

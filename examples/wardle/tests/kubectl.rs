@@ -3,15 +3,10 @@
 //! flunder versions with v1alpha1's defaulting and conversion, upstream's validation messages, the BanFlunder
 //! admission plugin, the flunder-ready controller's `Ready` condition (`kubectl wait`), get, list and delete.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use apiserver::clap::Parser;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-use wardle_apiserver::server::{Options, start};
+use apiserver::testing::TestServer;
+use wardle_apiserver::server::start;
 
 const FLUNDERS_V1ALPHA1: &str = "flunders.v1alpha1.wardle.example.com";
 const FLUNDERS_V1BETA1: &str = "flunders.v1beta1.wardle.example.com";
@@ -19,119 +14,10 @@ const FISCHER_YAML: &str = include_str!("../artifacts/fischer.yaml");
 const FLUNDER_YAML: &str = include_str!("../artifacts/flunder.yaml");
 const BANNED: &str = "this name may not be used, please change the resource name";
 
-struct Server {
-    kubeconfig: PathBuf,
-    _dir: tempfile::TempDir,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
-}
-
-impl Server {
-    async fn start() -> Server {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let data_dir = dir.path().to_str().expect("utf-8 temp path");
-        let options = Options::parse_from([
-            "wardle-apiserver",
-            "--secure-port=0",
-            "--data-dir",
-            data_dir,
-        ]);
-        let started = start(options).await.expect("server starts");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = started.server;
-        let task = tokio::spawn(async move {
-            server
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .expect("server runs");
-        });
-        let server = Server {
-            kubeconfig: started.kubeconfig,
-            _dir: dir,
-            stop: Some(stop),
-            task: Some(task),
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !server
-            .kubectl(&["get", "--raw", "/readyz"], None)
-            .status
-            .success()
-        {
-            assert!(Instant::now() < deadline, "the server did not become ready");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        server
-    }
-
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.await.expect("server task");
-        }
-    }
-
-    /// Runs kubectl with this server's kubeconfig, and `stdin` as its input when given.
-    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .env(
-                "HOME",
-                self.kubeconfig.parent().unwrap_or(Path::new("/tmp")),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl is installed");
-        let mut input = child.stdin.take().expect("stdin");
-        if let Some(stdin) = stdin {
-            input.write_all(stdin.as_bytes()).expect("stdin written");
-        }
-        drop(input);
-        child.wait_with_output().expect("kubectl runs")
-    }
-
-    /// kubectl's stdout; fails the test with its stderr when it fails.
-    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let out = self.kubectl(args, stdin);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// kubectl's stderr; fails the test when kubectl succeeds.
-    fn fails(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let out = self.kubectl(args, stdin);
-        assert!(
-            !out.status.success(),
-            "kubectl {args:?} succeeded: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
-
-    fn json(&self, args: &[&str]) -> serde_json::Value {
-        let out = self.ok(args, None);
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
+/// kubectl's stdout as JSON; fails the test when kubectl fails.
+async fn json(server: &TestServer, args: &[&str]) -> serde_json::Value {
+    let out = server.ok(args).await;
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
 
 fn fischer(name: &str, disallowed: &[&str]) -> String {
@@ -150,11 +36,13 @@ fn flunder(version: &str, name: &str, spec: serde_json::Value) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_serves_flunders_and_fischers() {
-    let server = Server::start().await;
+    let server = TestServer::start(start, &[]).await;
     let create = ["create", "-f", "-"];
 
     // Discovery: flunders (namespaced, preferred v1beta1) and fischers (cluster-scoped, v1alpha1).
-    let out = server.ok(&["api-resources", "--api-group=wardle.example.com"], None);
+    let out = server
+        .ok(&["api-resources", "--api-group=wardle.example.com"])
+        .await;
     let line = |name: &str| -> String {
         out.lines()
             .find(|l| l.starts_with(name))
@@ -171,73 +59,92 @@ async fn kubectl_serves_flunders_and_fischers() {
         line("fischers"),
         "fischers wardle.example.com/v1alpha1 false Fischer"
     );
-    let versions = server.ok(&["api-versions"], None);
+    let versions = server.ok(&["api-versions"]).await;
     assert!(
         versions.contains("wardle.example.com/v1alpha1")
             && versions.contains("wardle.example.com/v1beta1"),
         "{versions}"
     );
-    let explain = server.ok(&["explain", "flunders.spec"], None);
+    let explain = server.ok(&["explain", "flunders.spec"]).await;
     assert!(
         explain.contains("flunderReference") && explain.contains("fischerReference"),
         "{explain}"
     );
 
     // OpenAPI: upstream's title and version.
-    let v2 = server.json(&["get", "--raw", "/openapi/v2"]);
+    let v2 = json(&server, &["get", "--raw", "/openapi/v2"]).await;
     assert_eq!(
         v2["info"],
         serde_json::json!({ "title": "Wardle", "version": "0.1" })
     );
-    let v3 = server.json(&[
-        "get",
-        "--raw",
-        "/openapi/v3/apis/wardle.example.com/v1beta1",
-    ]);
+    let v3 = json(
+        &server,
+        &[
+            "get",
+            "--raw",
+            "/openapi/v3/apis/wardle.example.com/v1beta1",
+        ],
+    )
+    .await;
     assert_eq!(v3["info"]["title"], "Wardle");
 
     // BanFlunder: a name a fischer disallows is refused on create.
-    let out = server.ok(&create, Some(&fischer("banner", &["forbidden", "evil"])));
+    let out = server
+        .kubectl(&create)
+        .stdin(&fischer("banner", &["forbidden", "evil"]))
+        .ok()
+        .await;
     assert_eq!(out.trim(), "fischer.wardle.example.com/banner created");
-    let stderr = server.fails(
-        &create,
-        Some(&flunder("v1beta1", "forbidden", serde_json::json!({}))),
-    );
+    let stderr = server
+        .kubectl(&create)
+        .stdin(&flunder("v1beta1", "forbidden", serde_json::json!({})))
+        .fails()
+        .await;
     assert!(
         stderr.contains(&format!(
             "flunders.wardle.example.com \"forbidden\" is forbidden: {BANNED}"
         )),
         "{stderr}"
     );
-    let stderr = server.fails(
-        &create,
-        Some(&flunder("v1alpha1", "evil", serde_json::json!({}))),
-    );
+    let stderr = server
+        .kubectl(&create)
+        .stdin(&flunder("v1alpha1", "evil", serde_json::json!({})))
+        .fails()
+        .await;
     assert!(
         stderr.contains("(Forbidden)") && stderr.contains(BANNED),
         "{stderr}"
     );
 
     // v1alpha1: the reference goes to the field its type names; a reference without a type refers to a flunder.
-    let out = server.ok(
-        &create,
-        Some(&flunder(
+    let out = server
+        .kubectl(&create)
+        .stdin(&flunder(
             "v1alpha1",
             "my-first-flunder",
             serde_json::json!({ "reference": "other" }),
-        )),
-    );
+        ))
+        .ok()
+        .await;
     assert_eq!(
         out.trim(),
         "flunder.wardle.example.com/my-first-flunder created"
     );
-    let read = server.json(&["get", FLUNDERS_V1BETA1, "my-first-flunder", "-o", "json"]);
+    let read = json(
+        &server,
+        &["get", FLUNDERS_V1BETA1, "my-first-flunder", "-o", "json"],
+    )
+    .await;
     assert_eq!(read["apiVersion"], "wardle.example.com/v1beta1");
     assert_eq!(
         read["spec"],
         serde_json::json!({ "flunderReference": "other", "referenceType": "Flunder" })
     );
-    let read = server.json(&["get", FLUNDERS_V1ALPHA1, "my-first-flunder", "-o", "json"]);
+    let read = json(
+        &server,
+        &["get", FLUNDERS_V1ALPHA1, "my-first-flunder", "-o", "json"],
+    )
+    .await;
     assert_eq!(
         read["spec"],
         serde_json::json!({ "reference": "other", "referenceType": "Flunder" })
@@ -246,14 +153,17 @@ async fn kubectl_serves_flunders_and_fischers() {
     let wait = |condition: &str, name: &str| {
         let flunder = format!("flunder/{name}");
         let condition = format!("--for=condition={condition}");
-        let out = server.ok(&["wait", &condition, &flunder, "--timeout=20s"], None);
-        assert_eq!(
-            out.trim(),
-            format!("flunder.wardle.example.com/{name} condition met")
-        );
+        let server = &server;
+        async move {
+            let out = server.ok(&["wait", &condition, &flunder, "--timeout=20s"]).await;
+            assert_eq!(
+                out.trim(),
+                format!("flunder.wardle.example.com/{name} condition met")
+            );
+        }
     };
-    wait("Ready=false", "my-first-flunder");
-    let ready = server.json(&["get", "flunder", "my-first-flunder", "-o", "json"]);
+    wait("Ready=false", "my-first-flunder").await;
+    let ready = json(&server, &["get", "flunder", "my-first-flunder", "-o", "json"]).await;
     let condition = &ready["status"]["conditions"][0];
     assert_eq!(
         (
@@ -269,45 +179,48 @@ async fn kubectl_serves_flunders_and_fischers() {
         "{ready}"
     );
     assert!(condition["lastTransitionTime"].is_string(), "{ready}");
-    server.ok(
-        &create,
-        Some(&flunder("v1beta1", "other", serde_json::json!({}))),
-    );
-    wait("Ready", "my-first-flunder");
-    wait("Ready", "other");
+    server
+        .kubectl(&create)
+        .stdin(&flunder("v1beta1", "other", serde_json::json!({})))
+        .ok()
+        .await;
+    wait("Ready", "my-first-flunder").await;
+    wait("Ready", "other").await;
     // Descriptions are upstream's (kubectl wraps them: compare words).
-    let explain = server.ok(&["explain", "flunders.status.conditions"], None);
+    let explain = server.ok(&["explain", "flunders.status.conditions"]).await;
     let explain = explain.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         explain.contains("lastTransitionTime is the last time the condition transitioned")
             && explain.contains("status of the condition, one of True, False, Unknown."),
         "{explain}"
     );
-    server.ok(
-        &create,
-        Some(&flunder(
+    server
+        .kubectl(&create)
+        .stdin(&flunder(
             "v1alpha1",
             "fished",
             serde_json::json!({ "reference": "banner", "referenceType": "Fischer" }),
-        )),
-    );
-    let read = server.json(&["get", FLUNDERS_V1BETA1, "fished", "-o", "json"]);
+        ))
+        .ok()
+        .await;
+    let read = json(&server, &["get", FLUNDERS_V1BETA1, "fished", "-o", "json"]).await;
     assert_eq!(
         read["spec"],
         serde_json::json!({ "fischerReference": "banner", "referenceType": "Fischer" })
     );
-    wait("Ready", "fished");
+    wait("Ready", "fished").await;
 
     // v1beta1 in, v1alpha1 out.
-    server.ok(
-        &create,
-        Some(&flunder(
+    server
+        .kubectl(&create)
+        .stdin(&flunder(
             "v1beta1",
             "beta",
             serde_json::json!({ "fischerReference": "banner", "referenceType": "Fischer" }),
-        )),
-    );
-    let read = server.json(&["get", FLUNDERS_V1ALPHA1, "beta", "-o", "json"]);
+        ))
+        .ok()
+        .await;
+    let read = json(&server, &["get", FLUNDERS_V1ALPHA1, "beta", "-o", "json"]).await;
     assert_eq!(read["apiVersion"], "wardle.example.com/v1alpha1");
     assert_eq!(
         read["spec"],
@@ -337,17 +250,21 @@ async fn kubectl_serves_flunders_and_fischers() {
             r#"spec.referenceType: Invalid value: "Bogus": must be Flunder or Fischer"#,
         ),
     ] {
-        let stderr = server.fails(&create, Some(&flunder(version, "invalid", spec)));
+        let stderr = server
+            .kubectl(&create)
+            .stdin(&flunder(version, "invalid", spec))
+            .fails()
+            .await;
         assert!(
             stderr.contains(r#"The Flunder "invalid" is invalid: "#) && stderr.contains(message),
             "{stderr}"
         );
     }
-    let stderr = server.fails(&["get", "flunder", "invalid"], None);
+    let stderr = server.kubectl(&["get", "flunder", "invalid"]).fails().await;
     assert!(stderr.contains("(NotFound)"), "{stderr}");
 
     // Get and list.
-    let names = server.ok(&["get", "flunders", "-o", "name"], None);
+    let names = server.ok(&["get", "flunders", "-o", "name"]).await;
     assert_eq!(
         names.lines().collect::<Vec<_>>(),
         [
@@ -357,83 +274,85 @@ async fn kubectl_serves_flunders_and_fischers() {
             "flunder.wardle.example.com/other",
         ]
     );
-    let table = server.ok(&["get", "flunders"], None);
+    let table = server.ok(&["get", "flunders"]).await;
     assert!(
         table.lines().next().unwrap_or_default().starts_with("NAME"),
         "{table}"
     );
     assert_eq!(table.lines().count(), 5, "{table}");
-    let list = server.json(&["get", "fischers", "-o", "json"]);
+    let list = json(&server, &["get", "fischers", "-o", "json"]).await;
     assert_eq!(
         list["items"][0]["disallowedFlunders"],
         serde_json::json!(["forbidden", "evil"])
     );
-    let out = server.ok(
-        &[
+    let out = server
+        .ok(&[
             "get",
             "fischer",
             "banner",
             "-o",
             "jsonpath={.metadata.name}",
-        ],
-        None,
-    );
+        ])
+        .await;
     assert_eq!(out, "banner");
 
     // Delete: gone from reads; once the fischer is gone its names are free.
-    let out = server.ok(&["delete", "flunder", "my-first-flunder"], None);
+    let out = server.ok(&["delete", "flunder", "my-first-flunder"]).await;
     assert_eq!(
         out.trim(),
         "flunder.wardle.example.com \"my-first-flunder\" deleted"
     );
-    let stderr = server.fails(&["get", "flunder", "my-first-flunder"], None);
+    let stderr = server
+        .kubectl(&["get", "flunder", "my-first-flunder"])
+        .fails()
+        .await;
     assert!(stderr.contains("(NotFound)"), "{stderr}");
-    let out = server.ok(&["delete", "fischer", "banner"], None);
+    let out = server.ok(&["delete", "fischer", "banner"]).await;
     assert_eq!(out.trim(), "fischer.wardle.example.com \"banner\" deleted");
     // A fischer gone: the flunders that refer to it are no longer ready.
-    wait("Ready=false", "fished");
+    wait("Ready=false", "fished").await;
     let deadline = Instant::now() + Duration::from_secs(10);
     let allowed = flunder("v1beta1", "forbidden", serde_json::json!({}));
     loop {
-        let out = server.kubectl(&create, Some(&allowed));
-        if out.status.success() {
+        let out = server.kubectl(&create).stdin(&allowed).await;
+        if out.success {
             break;
         }
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = out.stderr;
         assert!(stderr.contains(BANNED), "{stderr}");
         assert!(Instant::now() < deadline, "still banned: {stderr}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The README's manifests.
-    server.ok(&create, Some(FISCHER_YAML));
-    let stderr = server.fails(
-        &create,
-        Some(&flunder(
+    server.kubectl(&create).stdin(FISCHER_YAML).ok().await;
+    let stderr = server
+        .kubectl(&create)
+        .stdin(&flunder(
             "v1beta1",
             "forbidden-flunder",
             serde_json::json!({}),
-        )),
-    );
+        ))
+        .fails()
+        .await;
     assert!(stderr.contains(BANNED), "{stderr}");
-    server.ok(&create, Some(FLUNDER_YAML));
-    let out = server.ok(
-        &[
+    server.kubectl(&create).stdin(FLUNDER_YAML).ok().await;
+    let out = server
+        .ok(&[
             "get",
             FLUNDERS_V1BETA1,
             "-l",
             "sample-label=true",
             "-o",
             "jsonpath={.items[*].spec}",
-        ],
-        None,
-    );
+        ])
+        .await;
     assert_eq!(
         out,
         r#"{"flunderReference":"my-second-flunder","referenceType":"Flunder"}"#
     );
 
-    server.ok(&["delete", "flunders", "--all"], None);
-    assert_eq!(server.ok(&["get", "flunders", "-o", "name"], None), "");
+    server.ok(&["delete", "flunders", "--all"]).await;
+    assert_eq!(server.ok(&["get", "flunders", "-o", "name"]).await, "");
 
     server.stop().await;
 }

@@ -147,6 +147,7 @@ where
 /// apiserver::storage_conformance!(|| async { apiserver::storage::MemoryStorage::new().into_dyn() });
 /// ```
 #[macro_export]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 macro_rules! storage_conformance {
     ($factory:expr) => {
         $crate::__storage_conformance_tests!(
