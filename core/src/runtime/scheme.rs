@@ -12,7 +12,7 @@ use super::{
     ConversionError, GroupKind, GroupResource, GroupVersion, GroupVersionKind, List, Resource, Scope,
     Versioned,
 };
-use crate::storage::labels::go_quote;
+use crate::go_quote;
 use crate::validation::ErrorList;
 
 /// A request body decoded into the hub, with the warnings field validation produced.

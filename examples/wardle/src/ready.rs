@@ -9,7 +9,7 @@
 use apiserver::async_trait;
 use apiserver::controller::{Controller, ObjectKey, Reconciler};
 use apiserver::meta::{Condition, ConditionStatus, set_status_condition};
-use apiserver::registry::{ApiError, ListRequest, NoAdmission, Store, UpdatedObject};
+use apiserver::registry::{ApiError, ListRequest, Store, UpdatedObject, WriteOptions};
 use apiserver::server::ShutdownSignal;
 
 use crate::wardle::{FISCHER_REFERENCE, FLUNDER_REFERENCE, Fischer, Flunder, READY};
@@ -124,7 +124,7 @@ impl Reconciler for ReadyReconciler {
         let namespace = key.namespace.as_deref();
         let flunder = match self.flunders.get(namespace, &key.name, None).await {
             Ok(flunder) => flunder,
-            Err(e) if e.code == 404 => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e),
         };
         let ready = self.readiness(&flunder).await?;
@@ -134,11 +134,11 @@ impl Reconciler for ReadyReconciler {
         }
         let update = SetReady { flunder, ready };
         match (self.flunders)
-            .update(namespace, &key.name, &update, &NoAdmission, false, false)
+            .update(namespace, &key.name, &update, WriteOptions::default())
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if e.code == 404 => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(e),
         }
     }

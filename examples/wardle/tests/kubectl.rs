@@ -15,6 +15,17 @@ const FLUNDER_YAML: &str = include_str!("../artifacts/flunder.yaml");
 const BANNED: &str = "this name may not be used, please change the resource name";
 
 /// kubectl's stdout as JSON; fails the test when kubectl fails.
+/// Waits (kubectl wait, 20 s) for a flunder's condition, e.g. `Ready` or `Ready=false`.
+async fn wait(server: &TestServer, condition: &str, name: &str) {
+    let flunder = format!("flunder/{name}");
+    let condition = format!("--for=condition={condition}");
+    let out = server.ok(&["wait", &condition, &flunder, "--timeout=20s"]).await;
+    assert_eq!(
+        out.trim(),
+        format!("flunder.wardle.example.com/{name} condition met")
+    );
+}
+
 async fn json(server: &TestServer, args: &[&str]) -> serde_json::Value {
     let out = server.ok(args).await;
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
@@ -150,19 +161,7 @@ async fn kubectl_serves_flunders_and_fischers() {
         serde_json::json!({ "reference": "other", "referenceType": "Flunder" })
     );
     // The flunder-ready controller: `Ready` is False while the flunder referred to is missing, True once it exists.
-    let wait = |condition: &str, name: &str| {
-        let flunder = format!("flunder/{name}");
-        let condition = format!("--for=condition={condition}");
-        let server = &server;
-        async move {
-            let out = server.ok(&["wait", &condition, &flunder, "--timeout=20s"]).await;
-            assert_eq!(
-                out.trim(),
-                format!("flunder.wardle.example.com/{name} condition met")
-            );
-        }
-    };
-    wait("Ready=false", "my-first-flunder").await;
+    wait(&server, "Ready=false", "my-first-flunder").await;
     let ready = json(&server, &["get", "flunder", "my-first-flunder", "-o", "json"]).await;
     let condition = &ready["status"]["conditions"][0];
     assert_eq!(
@@ -184,8 +183,8 @@ async fn kubectl_serves_flunders_and_fischers() {
         .stdin(&flunder("v1beta1", "other", serde_json::json!({})))
         .ok()
         .await;
-    wait("Ready", "my-first-flunder").await;
-    wait("Ready", "other").await;
+    wait(&server, "Ready", "my-first-flunder").await;
+    wait(&server, "Ready", "other").await;
     // Descriptions are upstream's (kubectl wraps them: compare words).
     let explain = server.ok(&["explain", "flunders.status.conditions"]).await;
     let explain = explain.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -208,7 +207,7 @@ async fn kubectl_serves_flunders_and_fischers() {
         read["spec"],
         serde_json::json!({ "fischerReference": "banner", "referenceType": "Fischer" })
     );
-    wait("Ready", "fished").await;
+    wait(&server, "Ready", "fished").await;
 
     // v1beta1 in, v1alpha1 out.
     server
@@ -310,7 +309,7 @@ async fn kubectl_serves_flunders_and_fischers() {
     let out = server.ok(&["delete", "fischer", "banner"]).await;
     assert_eq!(out.trim(), "fischer.wardle.example.com \"banner\" deleted");
     // A fischer gone: the flunders that refer to it are no longer ready.
-    wait("Ready=false", "fished").await;
+    wait(&server, "Ready=false", "fished").await;
     let deadline = Instant::now() + Duration::from_secs(10);
     let allowed = flunder("v1beta1", "forbidden", serde_json::json!({}));
     loop {
