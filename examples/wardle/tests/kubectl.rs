@@ -102,13 +102,13 @@ async fn kubectl_serves_flunders_and_fischers() {
     // BanFlunder: a name a fischer disallows is refused on create.
     let out = server
         .kubectl(&create)
-        .stdin(&fischer("banner", &["forbidden", "evil"]))
+        .stdin(fischer("banner", &["forbidden", "evil"]))
         .ok()
         .await;
     assert_eq!(out.trim(), "fischer.wardle.example.com/banner created");
     let stderr = server
         .kubectl(&create)
-        .stdin(&flunder("v1beta1", "forbidden", serde_json::json!({})))
+        .stdin(flunder("v1beta1", "forbidden", serde_json::json!({})))
         .fails()
         .await;
     assert!(
@@ -119,7 +119,7 @@ async fn kubectl_serves_flunders_and_fischers() {
     );
     let stderr = server
         .kubectl(&create)
-        .stdin(&flunder("v1alpha1", "evil", serde_json::json!({})))
+        .stdin(flunder("v1alpha1", "evil", serde_json::json!({})))
         .fails()
         .await;
     assert!(
@@ -130,7 +130,7 @@ async fn kubectl_serves_flunders_and_fischers() {
     // v1alpha1: the reference goes to the field its type names; a reference without a type refers to a flunder.
     let out = server
         .kubectl(&create)
-        .stdin(&flunder(
+        .stdin(flunder(
             "v1alpha1",
             "my-first-flunder",
             serde_json::json!({ "reference": "other" }),
@@ -195,7 +195,7 @@ async fn kubectl_serves_flunders_and_fischers() {
     );
     server
         .kubectl(&create)
-        .stdin(&flunder(
+        .stdin(flunder(
             "v1alpha1",
             "fished",
             serde_json::json!({ "reference": "banner", "referenceType": "Fischer" }),
@@ -212,7 +212,7 @@ async fn kubectl_serves_flunders_and_fischers() {
     // v1beta1 in, v1alpha1 out.
     server
         .kubectl(&create)
-        .stdin(&flunder(
+        .stdin(flunder(
             "v1beta1",
             "beta",
             serde_json::json!({ "fischerReference": "banner", "referenceType": "Fischer" }),
@@ -251,7 +251,7 @@ async fn kubectl_serves_flunders_and_fischers() {
     ] {
         let stderr = server
             .kubectl(&create)
-            .stdin(&flunder(version, "invalid", spec))
+            .stdin(flunder(version, "invalid", spec))
             .fails()
             .await;
         assert!(
@@ -326,7 +326,7 @@ async fn kubectl_serves_flunders_and_fischers() {
     server.kubectl(&create).stdin(FISCHER_YAML).ok().await;
     let stderr = server
         .kubectl(&create)
-        .stdin(&flunder(
+        .stdin(flunder(
             "v1beta1",
             "forbidden-flunder",
             serde_json::json!({}),
