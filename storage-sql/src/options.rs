@@ -108,7 +108,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 #[async_trait::async_trait]
 impl apiserver::app::StorageBackend for SqlStorageOptions {
     fn names(&self) -> &'static [&'static str] {
-        &["sqlite", "postgres"]
+        // only the databases this build has: a server names the missing one with `App::without_backend`
+        &[
+            #[cfg(feature = "sqlite")]
+            "sqlite",
+            #[cfg(feature = "postgres")]
+            "postgres",
+        ]
     }
 
     async fn open(
