@@ -19,3 +19,5 @@ ensure_packages() {
 
 # What building the workspace needs: protoc for etcd-client, libclang for RocksDB's bindings, a C/C++ toolchain.
 BUILD_PACKAGES=(protobuf-compiler libprotobuf-dev build-essential libclang-dev clang)
+# What the pizza server's default build (SQLite, no RocksDB or etcd client) needs: a C compiler (SQLite, ring).
+PIZZA_PACKAGES=(build-essential)

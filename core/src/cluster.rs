@@ -3,8 +3,13 @@
 //! (SubjectAccessReview) and admission plugins (namespaces) reach it with kube-rs clients made here, from a
 //! kubeconfig file or, when no file is named, from the pod's service account (upstream's
 //! `rest.InClusterConfig`: `KUBERNETES_SERVICE_HOST`/`_PORT` and the mounted token).
+//!
+//! The client is the `cluster` cargo feature (kube-rs and k8s-openapi, about 50 crates). A server built without
+//! it has no core cluster: a kubeconfig flag, or running in a pod, is refused at start with a message naming the
+//! feature, rather than the server running without the delegation it was asked for.
 
 use std::path::{Path, PathBuf};
+#[cfg(feature = "cluster")]
 use std::time::Duration;
 
 /// Where the service account token of a pod is mounted.
@@ -12,6 +17,7 @@ const IN_CLUSTER_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/to
 
 /// How long a request to the core cluster may take before it counts as failed (reviews are on every
 /// uncached request's path, so they must not hang it).
+#[cfg(feature = "cluster")]
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The core cluster could not be reached from the configuration given.
@@ -35,8 +41,52 @@ pub fn in_cluster() -> bool {
         && Path::new(IN_CLUSTER_TOKEN).exists()
 }
 
+/// What a build without the `cluster` feature says when asked to reach a core cluster (`what`: the flag or
+/// condition that asked).
+pub fn built_without(what: &str) -> ClusterError {
+    ClusterError(format!(
+        "{what}: this server was built without the core-cluster client (cargo feature `cluster`)"
+    ))
+}
+
+/// Stands in for kube-rs's client configuration in a build without the `cluster` feature: there is none.
+#[cfg(not(feature = "cluster"))]
+#[derive(Clone, Copy, Debug)]
+pub enum Config {}
+
+/// A build without the `cluster` feature has no core cluster: `kubeconfig` or running in a pod is refused.
+#[cfg(not(feature = "cluster"))]
+pub async fn config(kubeconfig: Option<&Path>) -> Result<Option<Config>, ClusterError> {
+    match kubeconfig {
+        Some(path) => Err(built_without(&format!("kubeconfig {}", path.display()))),
+        None if in_cluster() => Err(built_without("running in a pod (in-cluster configuration)")),
+        None => Ok(None),
+    }
+}
+
+/// No core cluster in a build without the `cluster` feature: nothing of this type exists.
+#[cfg(not(feature = "cluster"))]
+#[derive(Clone)]
+pub struct CoreCluster {
+    never: std::convert::Infallible,
+}
+
+#[cfg(not(feature = "cluster"))]
+impl CoreCluster {
+    /// Never called: there is no [`Config`] to call it with.
+    pub fn start(config: &Config) -> Result<Self, ClusterError> {
+        match *config {}
+    }
+
+    /// Whether the namespace informer has loaded the namespaces once.
+    pub fn namespaces_synced(&self) -> bool {
+        match self.never {}
+    }
+}
+
 /// The client configuration for `kubeconfig`, else the in-cluster one, else `None` (no core cluster). The
 /// `KUBECONFIG` variable is deliberately not read: which cluster decides who may do what is set by flags.
+#[cfg(feature = "cluster")]
 pub async fn config(kubeconfig: Option<&Path>) -> Result<Option<kube::Config>, ClusterError> {
     let mut config = match kubeconfig {
         Some(path) => {
@@ -55,6 +105,7 @@ pub async fn config(kubeconfig: Option<&Path>) -> Result<Option<kube::Config>, C
 }
 
 /// A client for short requests (reviews, gets): each must answer within ten seconds.
+#[cfg(feature = "cluster")]
 pub fn request_client(config: &kube::Config) -> Result<kube::Client, ClusterError> {
     let mut config = config.clone();
     config.read_timeout = Some(REQUEST_TIMEOUT);
@@ -63,12 +114,14 @@ pub fn request_client(config: &kube::Config) -> Result<kube::Client, ClusterErro
 }
 
 /// A client for watches, which stay open for minutes.
+#[cfg(feature = "cluster")]
 pub fn watch_client(config: &kube::Config) -> Result<kube::Client, ClusterError> {
     kube::Client::try_from(config.clone()).map_err(|e| ClusterError(e.to_string()))
 }
 
 /// The core cluster as admission plugins use it: a client, and informers (a watch-fed local copy) of the
 /// objects they read on every request (upstream's `SharedInformerFactory` handed over by a plugin initializer).
+#[cfg(feature = "cluster")]
 #[derive(Clone)]
 pub struct CoreCluster {
     client: kube::Client,
@@ -76,6 +129,7 @@ pub struct CoreCluster {
     namespaces: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Namespace>,
 }
 
+#[cfg(feature = "cluster")]
 impl CoreCluster {
     /// Connects and starts the namespace informer in the background (it reconnects by itself; see
     /// [`CoreCluster::namespaces_synced`]).
@@ -146,6 +200,7 @@ impl CoreCluster {
 
 /// Fills `writer` from a watch of `api` in the background, reconnecting with backoff; failures are logged under
 /// `what`.
+#[cfg(feature = "cluster")]
 fn spawn_reflector<K>(
     writer: kube::runtime::reflector::store::Writer<K>,
     api: kube::Api<K>,

@@ -72,6 +72,24 @@
 //! # #[cfg(any())] fn main() {} // (so that rustdoc keeps the modules above at the top level)
 //! ```
 //!
+//! # Cargo features
+//!
+//! All on by default, so that every flag of upstream's generic apiserver works. A server that needs less turns
+//! them off (`apiserver = { version = "...", default-features = false, features = [...] }`) and builds about 100
+//! fewer crates; a flag of a feature it was built without is refused at start with a message naming the feature,
+//! never ignored.
+//!
+//! | feature | what it brings | what needs it |
+//! |---|---|---|
+//! | `cluster` | kube-rs and k8s-openapi (the core cluster's client); turns on `cel` | `--kubeconfig`, `--authentication-kubeconfig`, `--authorization-kubeconfig` and running in a pod (delegated authentication by TokenReview and the `extension-apiserver-authentication` ConfigMap, SubjectAccessReview), the admission plugins that read the cluster (NamespaceLifecycle, ResourceQuota, admission webhooks and policies), leader election on a Lease in the cluster, `--audit-webhook-config-file`, `envtest` (with `testing`) |
+//! | `cel` | the CEL interpreter (`apiserver-cel`) | types with validation rules (`#[versioned(validation(rule = ...))]`) |
+//! | `otel` | OpenTelemetry and its OTLP/gRPC exporter (tonic) | `--tracing-config-file` |
+//! | `testing` (off by default) | proptest | the storage conformance suite, `round_trip_test!`, `envtest` |
+//!
+//! Without `cluster`, a server is standalone (its admin token, or client certificates and front-proxy headers
+//! from `--client-ca-file` and `--requestheader-client-ca-file`); leader election runs on a Lease in its own
+//! storage.
+//!
 //! # Modules
 //!
 //! They follow the path of a request: [`app`] (a whole server), [`server`] (TLS, the filter chain, health,
@@ -121,7 +139,8 @@ pub mod endpoints;
 pub mod fieldmanager;
 pub mod leader;
 pub mod logging;
-// A real kube-apiserver and etcd on loopback for end-to-end tests; only with the `testing` feature.
+// A real kube-apiserver and etcd on loopback for end-to-end tests; only with the `testing` feature (which turns
+// `cluster` on).
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod envtest;

@@ -2,33 +2,46 @@
 //! `TracingConfiguration` names the OTLP/gRPC collector (`endpoint`, default `localhost:4317`) and
 //! `samplingRatePerMillion` (unset or 0: only requests whose trusted parent is sampled are traced). Spans are
 //! `tracing` spans under the target [`SPAN_TARGET`], bridged by tracing-opentelemetry, so they cost a callsite
-//! check when tracing is off.
+//! check when tracing is off. The exporter is the `otel` cargo feature: a server built without it refuses
+//! `--tracing-config-file` at start.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+#[cfg(feature = "otel")]
 use std::time::SystemTime;
 
+#[cfg(feature = "otel")]
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
+#[cfg(feature = "otel")]
 use opentelemetry::trace::{TraceContextExt, Tracer, TracerProvider as _};
+#[cfg(feature = "otel")]
 use opentelemetry::{Context, KeyValue};
+#[cfg(feature = "otel")]
 use opentelemetry_otlp::WithExportConfig;
+#[cfg(feature = "otel")]
 use opentelemetry_sdk::propagation::TraceContextPropagator;
+#[cfg(feature = "otel")]
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use serde::Deserialize;
 use tracing::Subscriber;
 use tracing_subscriber::Layer;
+#[cfg(feature = "otel")]
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::registry::LookupSpan;
 
 /// The target of every span meant for the trace exporter.
 pub const SPAN_TARGET: &str = "apiserver::trace";
 /// upstream's service name for every apiserver (`service.name`).
+#[cfg(feature = "otel")]
 const SERVICE_NAME: &str = "apiserver";
 /// The OTLP gRPC default.
+#[cfg(any(feature = "otel", test))]
 const DEFAULT_ENDPOINT: &str = "localhost:4317";
 /// The instrumentation scope of request spans (upstream's component-base tracer).
+#[cfg(feature = "otel")]
 const SCOPE: &str = "k8s.io/component-base/tracing";
 /// Groups whose `traceparent` is followed (upstream since 1.33); other clients' parents become links.
+#[cfg(feature = "otel")]
 const TRUSTED_GROUPS: &[&str] = &["system:masters", "system:monitoring"];
 
 /// upstream's tracing flag.
@@ -144,6 +157,7 @@ impl TracingConfiguration {
     }
 
     /// The collector's URL for the gRPC client.
+    #[cfg(any(feature = "otel", test))]
     fn endpoint_url(&self) -> String {
         let endpoint = self.endpoint.as_deref().unwrap_or(DEFAULT_ENDPOINT);
         let host = endpoint
@@ -173,9 +187,44 @@ pub fn in_traced_request() -> bool {
 
 /// The running trace exporter.
 pub struct Telemetry {
+    #[cfg(feature = "otel")]
     provider: SdkTracerProvider,
+    /// None runs in a build without the exporter.
+    #[cfg(not(feature = "otel"))]
+    never: std::convert::Infallible,
 }
 
+#[cfg(not(feature = "otel"))]
+impl TracingOptions {
+    /// This build has no exporter (cargo feature `otel`): a configuration file is refused, not ignored.
+    pub fn start(&self) -> Result<Option<Telemetry>, TracingError> {
+        match &self.config_file {
+            None => Ok(None),
+            Some(path) => Err(TracingError(format!(
+                "--tracing-config-file {}: this server was built without tracing export (cargo feature `otel`)",
+                path.display()
+            ))),
+        }
+    }
+}
+
+#[cfg(not(feature = "otel"))]
+impl Telemetry {
+    /// The layer that turns spans of [`SPAN_TARGET`] into exported spans.
+    pub fn layer<S>(&self) -> Box<dyn Layer<S> + Send + Sync>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    {
+        match self.never {}
+    }
+
+    /// Sends what is buffered and stops the exporter.
+    pub async fn shutdown(self) {
+        match self.never {}
+    }
+}
+
+#[cfg(feature = "otel")]
 impl TracingOptions {
     /// Starts exporting spans when a configuration file is given (inside a Tokio runtime: the gRPC client needs
     /// one). The provider also becomes the process's global one, for spans made with explicit times.
@@ -210,6 +259,7 @@ impl TracingOptions {
     }
 }
 
+#[cfg(feature = "otel")]
 impl Telemetry {
     /// The layer that turns spans of [`SPAN_TARGET`] into exported spans.
     pub fn layer<S>(&self) -> Box<dyn Layer<S> + Send + Sync>
@@ -230,6 +280,7 @@ impl Telemetry {
 }
 
 /// `apiserver-` and a hash of the host name (upstream's APIServerID shape).
+#[cfg(feature = "otel")]
 fn instance_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let digest = ring::digest::digest(
@@ -243,8 +294,10 @@ fn instance_id() -> String {
     format!("apiserver-{hex}")
 }
 
+#[cfg(feature = "otel")]
 struct Headers<'a>(&'a http::HeaderMap);
 
+#[cfg(feature = "otel")]
 impl Extractor for Headers<'_> {
     fn get(&self, key: &str) -> Option<&str> {
         self.0.get(key).and_then(|v| v.to_str().ok())
@@ -265,23 +318,27 @@ pub fn step_span(name: &'static str) -> tracing::Span {
 }
 
 /// Whether a parent context says "sampled".
+#[cfg(feature = "otel")]
 pub fn is_sampled(parent: &Context) -> bool {
     parent.span().span_context().is_sampled()
 }
 
 /// The W3C `traceparent` a request carries, if any.
+#[cfg(feature = "otel")]
 pub fn remote_parent(headers: &http::HeaderMap) -> Option<Context> {
     let context = TraceContextPropagator::new().extract(&Headers(headers));
     context.span().span_context().is_valid().then_some(context)
 }
 
 /// Whether a user's `traceparent` is followed rather than linked.
+#[cfg(feature = "otel")]
 pub fn trusts_parent_of(groups: &[String]) -> bool {
     groups.iter().any(|g| TRUSTED_GROUPS.contains(&g.as_str()))
 }
 
 /// Records a span that already happened (e.g. authentication, which runs before the request span exists) as
 /// a child of `parent`.
+#[cfg(feature = "otel")]
 pub fn record_past_span(parent: &Context, name: &'static str, start: SystemTime, end: SystemTime) {
     let tracer = opentelemetry::global::tracer(SCOPE);
     let span = tracer
@@ -337,6 +394,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "otel")]
     #[test]
     fn parents_come_from_traceparent() {
         let mut headers = http::HeaderMap::new();

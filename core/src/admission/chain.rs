@@ -4,6 +4,7 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Instant;
 
+#[cfg(feature = "cluster")]
 use apiserver_cel::authz;
 use async_trait::async_trait;
 use tracing::Instrument;
@@ -130,6 +131,7 @@ impl Attributes {
     }
 
     /// Who makes the request and on what, as the CEL `authorizer` and `authorizer.requestResource` ask.
+    #[cfg(feature = "cluster")]
     pub(crate) fn authorization_target(&self) -> (authz::Subject, authz::Resource) {
         let user = &self.user;
         let subject = authz::Subject {

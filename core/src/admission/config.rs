@@ -72,6 +72,7 @@ pub(crate) fn read(file: &Path) -> Result<HashMap<String, Value>, PluginError> {
     Ok(plugins)
 }
 
+#[cfg(feature = "cluster")]
 /// A webhook plugin's configuration (`WebhookAdmissionConfiguration`): the kubeconfig whose users give the
 /// credentials for calling webhooks.
 pub(crate) fn webhook_kubeconfig(
@@ -102,6 +103,7 @@ pub(crate) fn webhook_kubeconfig(
         .map_err(|e| PluginError(format!("unable to read kubeConfigFile {file:?}: {e}")))
 }
 
+#[cfg(feature = "cluster")]
 /// The credentials for calling `target` (`host[:port]` of a URL, or `<service>.<namespace>.svc:<port>`), as
 /// upstream's `defaultAuthenticationInfoResolver` finds them among the kubeconfig's users: the exact name, then
 /// `*.`-prefixed suffixes, then both again without a `:443` port, then `*`, then the current context's user.
@@ -142,7 +144,7 @@ pub(crate) fn auth_for(
         })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "cluster"))]
 mod tests {
     use super::*;
 

@@ -14,6 +14,7 @@
 //! `reinvocationPolicy: IfNeeded` that ran before a later change run again. Expressions see `authorizer` and
 //! `authorizer.requestResource` as validating policies' do.
 
+use super::MUTATING_ADMISSION_POLICY;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -35,9 +36,6 @@ use crate::fieldmanager::{Atom, ListKind, TypeRef, merge};
 use crate::meta::reason;
 use crate::registry::{ApiError, Cause};
 use crate::runtime::json_patch::JsonPatch;
-
-/// The plugin's name in `--enable-admission-plugins` / `--disable-admission-plugins`.
-pub const MUTATING_ADMISSION_POLICY: &str = "MutatingAdmissionPolicy";
 
 /// Upstream's runtime cost budget for one policy evaluation.
 const COST_BUDGET: u64 = 10_000_000;

@@ -3,6 +3,7 @@
 //! Namespaces are read from the core cluster's informer; one not found there is looked up live before the
 //! request is refused, as upstream does, so a namespace created a moment ago is not missed.
 
+use super::NAMESPACE_LIFECYCLE;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,9 +14,6 @@ use super::{AnyObject, Attributes, Initializer, Operation, Plugin, PluginError};
 use crate::cluster::CoreCluster;
 use crate::registry::{ApiError, Cause};
 use crate::runtime::GroupResource;
-
-/// The plugin's name in `--enable-admission-plugins` / `--disable-admission-plugins`.
-pub const NAMESPACE_LIFECYCLE: &str = "NamespaceLifecycle";
 
 /// How long a create waits for the informer to see a namespace it does not know yet (upstream: 50 ms).
 const MISSING_NAMESPACE_WAIT: Duration = Duration::from_millis(50);

@@ -118,6 +118,7 @@ pub struct Initializer {
     /// Each plugin's configuration from `--admission-control-config-file`, by plugin name.
     pub configurations: Arc<HashMap<String, serde_json::Value>>,
     /// The server's authorizer, for the `authorizer` variable of CEL expressions (upstream's `WantsAuthorizer`).
+    #[cfg(feature = "cluster")]
     pub authorizer: Option<Arc<dyn super::authorization::AdmissionAuthorizer>>,
 }
 

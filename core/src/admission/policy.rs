@@ -11,6 +11,7 @@
 //! (see [`authorization`](super::authorization)), and variables hold any CEL value (a decision included). Texts are
 //! upstream's. Not yet: type checking of expressions against the served schema.
 
+use super::VALIDATING_ADMISSION_POLICY;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,9 +36,6 @@ use super::{AnyObject, Attributes, Initializer, Plugin, PluginError, WireCodec, 
 use crate::cluster::CoreCluster;
 use crate::meta::reason;
 use crate::registry::{ApiError, Cause};
-
-/// The plugin's name in `--enable-admission-plugins` / `--disable-admission-plugins`.
-pub const VALIDATING_ADMISSION_POLICY: &str = "ValidatingAdmissionPolicy";
 
 /// How long a request waits for the policies to be loaded (upstream's `WaitForReady`).
 const READY_WAIT: Duration = Duration::from_secs(10);

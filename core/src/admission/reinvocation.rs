@@ -3,13 +3,18 @@
 //! the webhooks did; in that second pass a webhook or policy with `reinvocationPolicy: IfNeeded` runs again when
 //! the object changed after it last ran, and the others do not.
 
+#[cfg(feature = "cluster")]
 use std::collections::{BTreeSet, HashMap};
+#[cfg(feature = "cluster")]
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+#[cfg(feature = "cluster")]
 use serde_json::Value;
 
+#[cfg(feature = "cluster")]
 use super::{AnyObject, WireCodec};
+#[cfg(feature = "cluster")]
 use crate::registry::ApiError;
 
 /// The state of one request's mutating chain across its passes; shared by the clones of its
@@ -18,10 +23,13 @@ use crate::registry::ApiError;
 pub struct Reinvocation {
     is_reinvoke: AtomicBool,
     should_reinvoke: AtomicBool,
+    /// The webhooks' and policies' state (the `cluster` feature's plugins).
+    #[cfg(feature = "cluster")]
     plugins: Mutex<HashMap<&'static str, Reinvocable>>,
 }
 
 /// What one plugin (the webhooks, the policies) remembers between passes, by the key of each webhook or binding.
+#[cfg(feature = "cluster")]
 #[derive(Debug, Default)]
 pub(crate) struct Reinvocable {
     /// The object (as JSON in the first served version) when the plugin last finished.
@@ -32,6 +40,7 @@ pub(crate) struct Reinvocable {
     reinvoke: BTreeSet<String>,
 }
 
+#[cfg(feature = "cluster")]
 impl Reinvocable {
     /// The object changed: every `IfNeeded` one that ran before must run again.
     pub fn require_reinvoking_previously_invoked(&mut self) {
@@ -76,6 +85,7 @@ impl Reinvocation {
 
     /// At the start of `plugin`'s pass: in the second pass, when the object changed since the plugin last finished
     /// (in-tree plugins changed it), every `IfNeeded` one it ran before runs again.
+    #[cfg(feature = "cluster")]
     pub(crate) fn begin(
         &self,
         plugin: &'static str,
@@ -95,6 +105,7 @@ impl Reinvocation {
     }
 
     /// At the end of `plugin`'s pass: the object as the plugin left it.
+    #[cfg(feature = "cluster")]
     pub(crate) fn end(
         &self,
         plugin: &'static str,
@@ -107,6 +118,7 @@ impl Reinvocation {
     }
 
     /// The state `plugin` keeps between passes.
+    #[cfg(feature = "cluster")]
     pub(crate) fn with<R>(&self, plugin: &'static str, f: impl FnOnce(&mut Reinvocable) -> R) -> R {
         let mut plugins = self.plugins.lock().unwrap_or_else(|p| p.into_inner());
         f(plugins.entry(plugin).or_default())
@@ -114,6 +126,7 @@ impl Reinvocation {
 }
 
 /// The object as compared between passes: in the first served version.
+#[cfg(feature = "cluster")]
 fn compared_form(wire: &dyn WireCodec, object: &AnyObject) -> Result<Value, ApiError> {
     match wire.versions().first() {
         Some(version) => wire.encode(object, version),
@@ -121,7 +134,7 @@ fn compared_form(wire: &dyn WireCodec, object: &AnyObject) -> Result<Value, ApiE
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "cluster"))]
 mod tests {
     use super::*;
 

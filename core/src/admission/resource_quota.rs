@@ -11,6 +11,7 @@
 //! `status unknown for quota`, as upstream. Only `count/<resource>.<group>` is evaluated: this server's objects have
 //! no compute resources, and quotas with scopes match none of them (scopes are about pods).
 
+use super::RESOURCE_QUOTA;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -23,9 +24,6 @@ use kube::runtime::reflector::Store;
 use super::{AnyObject, Attributes, Initializer, Operation, Plugin, PluginError};
 use crate::cluster::CoreCluster;
 use crate::registry::ApiError;
-
-/// The plugin's name in `--enable-admission-plugins` / `--disable-admission-plugins`.
-pub const RESOURCE_QUOTA: &str = "ResourceQuota";
 
 /// How often a charge is retried when another writer changed the quota in between (upstream retries its whole
 /// evaluation a few times too).

@@ -1,15 +1,19 @@
 //! The server's authorizer, shared by the authorization filter and admission (whose CEL `authorizer` asks it).
+//! Without the `cluster` feature no admission plugin asks the authorizer (CEL's `authorizer`), and only [`Shared`]
+//! is left.
 
 use std::sync::Arc;
 
+#[cfg(feature = "cluster")]
 use apiserver_cel::authz::{Check, Decision, Request};
 use async_trait::async_trait;
 
+#[cfg(feature = "cluster")]
 use crate::admission::AdmissionAuthorizer;
-use crate::auth::{
-    Attributes, AuthorizationError, Authorizer, Decision as AuthDecision, PathAuthorizer,
-    PrivilegedGroups, SelectorRequirement, UnionAuthorizer, User,
-};
+use crate::auth::{Attributes, AuthorizationError, Authorizer, Decision as AuthDecision};
+#[cfg(feature = "cluster")]
+use crate::auth::{PathAuthorizer, PrivilegedGroups, SelectorRequirement, UnionAuthorizer, User};
+#[cfg(feature = "cluster")]
 use crate::storage::{FieldOperator, FieldSelector, LabelSelector, Operator};
 
 /// One authorizer behind an `Arc`, handed to the server builder while admission keeps another handle on it.
@@ -27,8 +31,10 @@ impl Authorizer for Shared {
 
 /// What admission asks: the same union the filter chain asks (`system:masters`, the always-allow paths, then the
 /// configured authorizer, the delegated one with its cache when there is one).
+#[cfg(feature = "cluster")]
 pub(super) struct ServerAuthorizer(UnionAuthorizer);
 
+#[cfg(feature = "cluster")]
 impl ServerAuthorizer {
     pub(super) fn new(
         paths: &[String],
@@ -45,6 +51,7 @@ impl ServerAuthorizer {
 }
 
 /// The attributes of a check (upstream's `AttributesRecord` of the authz library: resource checks at version `*`).
+#[cfg(feature = "cluster")]
 fn attributes(request: &Request) -> Attributes {
     let subject = &request.subject;
     let user = User {
@@ -79,6 +86,7 @@ fn attributes(request: &Request) -> Attributes {
 
 /// A field selector's requirements as the review carries them (upstream's `fieldSelectorToAuthorizationAPI`): none
 /// when it does not parse (the authz library drops it), `=`/`==` as `In`, `!=` as `NotIn`.
+#[cfg(feature = "cluster")]
 fn field_requirements(selector: &str) -> Vec<SelectorRequirement> {
     if selector.is_empty() {
         return Vec::new();
@@ -104,6 +112,7 @@ fn field_requirements(selector: &str) -> Vec<SelectorRequirement> {
 /// A label selector's requirements as the review carries them (upstream's `labelSelectorToAuthorizationAPI`): none
 /// when it does not parse, `=`/`==`/`in` as `In`, `!=`/`notin` as `NotIn`, `Exists`, `DoesNotExist`; `gt` and `lt`
 /// are left out (requirements only narrow, so the question asked is the same or wider).
+#[cfg(feature = "cluster")]
 fn label_requirements(selector: &str) -> Vec<SelectorRequirement> {
     if selector.is_empty() {
         return Vec::new();
@@ -131,6 +140,7 @@ fn label_requirements(selector: &str) -> Vec<SelectorRequirement> {
         .collect()
 }
 
+#[cfg(feature = "cluster")]
 #[async_trait]
 impl AdmissionAuthorizer for ServerAuthorizer {
     async fn authorize(&self, request: &Request) -> Decision {
@@ -149,7 +159,7 @@ impl AdmissionAuthorizer for ServerAuthorizer {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "cluster"))]
 mod tests {
     use super::*;
     use apiserver_cel::authz::{Resource, Subject};

@@ -71,9 +71,11 @@ impl StorageBackend for Memory {
     }
 }
 
-/// The backend `wanted` names among `backends` (the first when `None`), with its name.
+/// The backend `wanted` names among `backends` (the first when `None`), with its name. A backend the binary was
+/// built without (`unbuilt`: its name and cargo feature) is refused by saying so, not as an unknown name.
 pub(super) fn choose<'a>(
     backends: &'a [Box<dyn StorageBackend>],
+    unbuilt: &[(&str, &str)],
     wanted: Option<&str>,
 ) -> Result<(&'a dyn StorageBackend, &'static str), String> {
     let all = || {
@@ -87,6 +89,13 @@ pub(super) fn choose<'a>(
     };
     found.map(|(b, n)| (b.as_ref(), n)).ok_or_else(|| {
         let known: Vec<&str> = all().map(|(_, n)| n).collect();
+        if let Some((name, feature)) = unbuilt.iter().find(|(n, _)| Some(*n) == wanted) {
+            return format!(
+                "--storage-backend {name:?}: this server was built without it (cargo feature `{feature}`); its \
+                 backends: {}",
+                known.join(", ")
+            );
+        }
         format!(
             "--storage-backend {:?} is not one of this server's backends: {}",
             wanted.unwrap_or_default(),
@@ -114,12 +123,24 @@ mod tests {
     #[test]
     fn the_first_backend_is_the_default_and_names_choose() {
         let backends: Vec<Box<dyn StorageBackend>> = vec![Box::new(Sql), Box::new(Memory)];
-        assert_eq!(choose(&backends, None).unwrap().1, "sqlite");
-        assert_eq!(choose(&backends, Some("postgres")).unwrap().1, "postgres");
-        assert_eq!(choose(&backends, Some("memory")).unwrap().1, "memory");
+        let unbuilt = [("rocksdb", "rocksdb")];
+        assert_eq!(choose(&backends, &unbuilt, None).unwrap().1, "sqlite");
         assert_eq!(
-            choose(&backends, Some("mongo")).err().unwrap(),
+            choose(&backends, &unbuilt, Some("postgres")).unwrap().1,
+            "postgres"
+        );
+        assert_eq!(
+            choose(&backends, &unbuilt, Some("memory")).unwrap().1,
+            "memory"
+        );
+        assert_eq!(
+            choose(&backends, &unbuilt, Some("mongo")).err().unwrap(),
             "--storage-backend \"mongo\" is not one of this server's backends: sqlite, postgres, memory"
+        );
+        assert_eq!(
+            choose(&backends, &unbuilt, Some("rocksdb")).err().unwrap(),
+            "--storage-backend \"rocksdb\": this server was built without it (cargo feature `rocksdb`); its \
+             backends: sqlite, postgres, memory"
         );
     }
 }

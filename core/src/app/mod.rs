@@ -51,16 +51,21 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use authorization::{ServerAuthorizer, Shared};
+#[cfg(feature = "cluster")]
+use authorization::ServerAuthorizer;
+use authorization::Shared;
 pub use backend::{Memory, OpenContext, StorageBackend, open_error};
 pub use options::{Mode, NoFlags, Options, RecommendedOptions, StorageMediaType, StorageOptions};
 
 use crate::admission::{
-    AdmissionOptions, Initializer, KindCheck, MUTATING_ADMISSION_POLICY,
-    MUTATING_ADMISSION_WEBHOOK, MutatingPolicies, MutatingWebhooks, NAMESPACE_LIFECYCLE,
-    NamespaceLifecycle, Plugin, PluginError, Plugins, RESOURCE_QUOTA, ResourceQuotaAdmission,
+    AdmissionOptions, Initializer, KindCheck, Plugin, PluginError, Plugins, check,
+};
+#[cfg(feature = "cluster")]
+use crate::admission::{
+    MUTATING_ADMISSION_POLICY, MUTATING_ADMISSION_WEBHOOK, MutatingPolicies, MutatingWebhooks,
+    NAMESPACE_LIFECYCLE, NamespaceLifecycle, RESOURCE_QUOTA, ResourceQuotaAdmission,
     VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_WEBHOOK, ValidatingPolicies,
-    ValidatingWebhooks, check,
+    ValidatingWebhooks,
 };
 use crate::auth::{
     ALL_AUTHENTICATED_GROUP, Authorizer, BearerTokens, DEFAULT_ALWAYS_ALLOW_PATHS,
@@ -71,7 +76,9 @@ use crate::codec::MediaType;
 use crate::controller::is_enabled;
 use crate::discovery::Discovery;
 use crate::endpoints::{Api, Provider, Subresource};
-use crate::leader::{ClusterLock, Lead, LeaderElector, LeaseLock, StorageLock, default_identity};
+#[cfg(feature = "cluster")]
+use crate::leader::ClusterLock;
+use crate::leader::{Lead, LeaderElector, LeaseLock, StorageLock, default_identity};
 use crate::metrics::Metrics;
 use crate::openapi::OpenApi;
 use crate::registry::{Store, Strategy};
@@ -138,6 +145,7 @@ pub struct App {
     name: String,
     options: RecommendedOptions,
     backends: Vec<Box<dyn StorageBackend>>,
+    unbuilt: Vec<(&'static str, &'static str)>,
     prefix: Option<String>,
     version: Option<VersionInfo>,
     openapi_info: Option<(String, String)>,
@@ -151,6 +159,7 @@ impl App {
             name: name.into(),
             options,
             backends: Vec::new(),
+            unbuilt: Vec::new(),
             prefix: None,
             version: None,
             openapi_info: None,
@@ -161,6 +170,13 @@ impl App {
     /// always available after the ones added.
     pub fn backend(mut self, backend: impl StorageBackend) -> App {
         self.backends.push(Box::new(backend));
+        self
+    }
+
+    /// Names a backend this binary was built without (its cargo `feature` off): `--storage-backend name` is then
+    /// refused with a message naming the feature, rather than as an unknown backend.
+    pub fn without_backend(mut self, name: &'static str, feature: &'static str) -> App {
+        self.unbuilt.push((name, feature));
         self
     }
 
@@ -185,6 +201,8 @@ impl App {
 
     /// Creates the data directory, opens the chosen backend and connects to the core cluster when there is one.
     pub async fn open(mut self) -> Result<Assembly, StartError> {
+        #[cfg(not(feature = "cluster"))]
+        refuse_cluster_flags(&self.options)?;
         self.backends.push(Box::new(Memory));
         let storage = &self.options.storage;
         let data_dir = storage
@@ -200,8 +218,9 @@ impl App {
             .clone()
             .or(self.prefix.take())
             .unwrap_or_else(|| format!("/registry/{}", self.name));
-        let (chosen, backend_name) = backend::choose(&self.backends, storage.backend.as_deref())
-            .map_err(StartError::Storage)?;
+        let (chosen, backend_name) =
+            backend::choose(&self.backends, &self.unbuilt, storage.backend.as_deref())
+                .map_err(StartError::Storage)?;
         let backend = chosen
             .open(
                 backend_name,
@@ -227,7 +246,9 @@ impl App {
         let format = storage.media_type.media_type();
         // Upstream's recommended order: NamespaceLifecycle, the policies and webhooks (mutating, then validating;
         // on when there is a core cluster), then the server's own plugins.
+        #[cfg(feature = "cluster")]
         let delegated = core_cluster.is_some();
+        #[cfg(feature = "cluster")]
         let plugins = Plugins::new()
             .register(NAMESPACE_LIFECYCLE, delegated, NamespaceLifecycle::build)
             .register(
@@ -250,6 +271,18 @@ impl App {
                 delegated,
                 ValidatingWebhooks::build,
             );
+        // Without the core-cluster client its plugins are known by name, and refused when enabled.
+        #[cfg(not(feature = "cluster"))]
+        let plugins =
+            crate::admission::CORE_CLUSTER_PLUGINS
+                .iter()
+                .fold(Plugins::new(), |plugins, name| {
+                    plugins.register(name, false, move |_: &Initializer| {
+                        Err(PluginError(
+                            crate::cluster::built_without(&format!("admission plugin {name}")).0,
+                        ))
+                    })
+                });
         let storage_versions = parse_storage_versions(&self.options.storage.storage_versions)?;
         let metrics = Arc::new(Metrics::new());
         Ok(Assembly {
@@ -280,6 +313,26 @@ impl App {
             controllers: Vec::new(),
             configure: Vec::new(),
         })
+    }
+}
+
+/// A build without the `cluster` feature refuses the flags that name a core cluster, by name.
+#[cfg(not(feature = "cluster"))]
+fn refuse_cluster_flags(options: &RecommendedOptions) -> Result<(), StartError> {
+    let flags = [
+        ("--kubeconfig", &options.core_api.kubeconfig),
+        (
+            "--authentication-kubeconfig",
+            &options.authentication.authentication_kubeconfig,
+        ),
+        (
+            "--authorization-kubeconfig",
+            &options.authorization.authorization_kubeconfig,
+        ),
+    ];
+    match flags.iter().find(|(_, value)| value.is_some()) {
+        Some((flag, _)) => Err(crate::cluster::built_without(flag).into()),
+        None => Ok(()),
     }
 }
 
@@ -492,15 +545,16 @@ impl Assembly {
         if no_controllers {
             return Ok(None);
         }
-        let (lock, place): (Arc<dyn LeaseLock>, &str) = match &self.core_cluster {
-            Some(cluster) => (
-                Arc::new(ClusterLock::new(
-                    cluster.client(),
-                    &config.namespace,
-                    &config.name,
-                )),
-                "the core cluster",
-            ),
+        // On a Lease in the core cluster when there is one, as kube-controller-manager's; else in the storage.
+        #[cfg(feature = "cluster")]
+        let in_cluster = self.core_cluster.as_ref().map(|cluster| {
+            let lock = ClusterLock::new(cluster.client(), &config.namespace, &config.name);
+            (Arc::new(lock) as Arc<dyn LeaseLock>, "the core cluster")
+        });
+        #[cfg(not(feature = "cluster"))]
+        let in_cluster = None;
+        let (lock, place): (Arc<dyn LeaseLock>, &str) = match in_cluster {
+            Some(found) => found,
             None => (
                 Arc::new(
                     StorageLock::new(
@@ -546,39 +600,58 @@ impl Assembly {
         let elector = self.leader_elector(enabled.is_empty())?;
         let options = &self.options;
         // The authorizer, asked by the filter chain and by admission's CEL `authorizer`.
-        let (paths, configured): (Vec<String>, Option<Arc<dyn Authorizer>>) =
-            match self.mode {
-                Mode::Standalone => (
-                    options
-                        .authorization
-                        .always_allow_paths
-                        .clone()
-                        .unwrap_or_else(|| {
-                            DEFAULT_ALWAYS_ALLOW_PATHS
-                                .iter()
-                                .map(|s| s.to_string())
-                                .collect()
-                        }),
-                    None,
-                ),
-                Mode::Delegated => (
-                    options.authorization.delegated_always_allow_paths(),
+        let (paths, configured): (Vec<String>, Option<Arc<dyn Authorizer>>) = match self.mode {
+            Mode::Standalone => (
+                options
+                    .authorization
+                    .always_allow_paths
+                    .clone()
+                    .unwrap_or_else(|| {
+                        DEFAULT_ALWAYS_ALLOW_PATHS
+                            .iter()
+                            .map(|s| s.to_string())
+                            .collect()
+                    }),
+                None,
+            ),
+            Mode::Delegated => (options.authorization.delegated_always_allow_paths(), {
+                #[cfg(feature = "cluster")]
+                let authorizer =
                     options.authorization.delegate().await?.map(|a| {
                         Arc::new(a.with_metrics(self.metrics.clone())) as Arc<dyn Authorizer>
-                    }),
-                ),
-            };
-        let server_authorizer = ServerAuthorizer::new(&paths, configured.clone())
-            .map_err(|e| ServeError::Config(e.0))?;
+                    });
+                #[cfg(not(feature = "cluster"))]
+                let authorizer: Option<Arc<dyn Authorizer>> = options
+                    .authorization
+                    .delegate()
+                    .await?
+                    .map(|never| match never {});
+                authorizer
+            }),
+        };
+        #[cfg(feature = "cluster")]
         let initializer = Initializer {
-            authorizer: Some(Arc::new(server_authorizer)),
+            authorizer: Some(Arc::new(
+                ServerAuthorizer::new(&paths, configured.clone())
+                    .map_err(|e| ServeError::Config(e.0))?,
+            )),
             ..self.initializer.clone()
+        };
+        // No admission plugin asks the authorizer (CEL's `authorizer`); the paths are still checked here.
+        #[cfg(not(feature = "cluster"))]
+        let initializer = {
+            crate::auth::PathAuthorizer::new(&paths).map_err(|e| ServeError::Config(e.0))?;
+            self.initializer.clone()
         };
         // ResourceQuota runs last, as upstream orders it: what it charges is charged only if nothing refuses the
         // request after it. Off by default: it needs the core cluster and RBAC on its ResourceQuotas.
-        let admission = self
+        #[cfg(feature = "cluster")]
+        let plugins = self
             .plugins
-            .register(RESOURCE_QUOTA, false, ResourceQuotaAdmission::build)
+            .register(RESOURCE_QUOTA, false, ResourceQuotaAdmission::build);
+        #[cfg(not(feature = "cluster"))]
+        let plugins = self.plugins;
+        let admission = plugins
             .build(
                 &AdmissionOptions {
                     enable: options.serving.enable_admission_plugins.clone(),

@@ -214,14 +214,17 @@ fn prune(path: &Path, rotation: Rotation) -> std::io::Result<()> {
 
 /// The audit webhook: `POST`s an `audit.k8s.io/v1` `EventList` per batch to the server its kubeconfig names,
 /// retrying failed batches with backoff (upstream's `webhook` plugin).
+#[cfg(feature = "cluster")]
 pub struct WebhookSink {
     client: kube::Client,
     initial_backoff: Duration,
 }
 
 /// How often a failed batch is tried in all (upstream's `DefaultRetryBackoff` steps).
+#[cfg(feature = "cluster")]
 const WEBHOOK_ATTEMPTS: u32 = 5;
 
+#[cfg(feature = "cluster")]
 impl WebhookSink {
     /// A sink for the kubeconfig at `path` (its current context's server is the webhook URL).
     pub async fn new(path: &Path, initial_backoff: Duration) -> Result<WebhookSink, String> {
@@ -251,6 +254,7 @@ impl WebhookSink {
     }
 }
 
+#[cfg(feature = "cluster")]
 #[async_trait::async_trait]
 impl Sink for WebhookSink {
     fn name(&self) -> &'static str {

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use backend::{BatchConfig, Batched, LogSink, Rotation, Sink, WebhookSink};
+#[cfg(feature = "cluster")]
+pub use backend::WebhookSink;
+pub use backend::{BatchConfig, Batched, LogSink, Rotation, Sink};
 pub use event::{Event, ObjectReference, ResponseStatus, UserInfo, strip_managed_fields};
 pub use policy::{GroupResources, Level, Policy, PolicyRule, RequestAuditConfig, Stage};
 
@@ -143,6 +145,16 @@ impl AuditOptions {
                 },
             });
         }
+        // The webhook posts through kube-rs's client, from a kubeconfig: the `cluster` feature.
+        #[cfg(not(feature = "cluster"))]
+        if let Some(path) = &self.webhook_config_file {
+            return Err(AuditError(format!(
+                "--audit-webhook-config-file {}: this server was built without the audit webhook (cargo feature \
+                 `cluster`)",
+                path.display()
+            )));
+        }
+        #[cfg(feature = "cluster")]
         if let Some(path) = &self.webhook_config_file {
             let sink = WebhookSink::new(path, self.webhook_initial_backoff)
                 .await

@@ -1,23 +1,32 @@
 //! Delegated authentication and authorization, as upstream's `DelegatingAuthenticationOptions` and
 //! `DelegatingAuthorizationOptions` set them up: the flags, the lookup of the client CA and request-header
 //! settings from `kube-system/extension-apiserver-authentication` (kept current by a watch, as CA files are by
-//! polling), and the authenticators and authorizer they make.
+//! polling), and the authenticators and authorizer they make. The parts that reach the core cluster (the
+//! ConfigMap, TokenReview, SubjectAccessReview) are the `cluster` cargo feature: without it, a kubeconfig flag
+//! is refused at start, and client certificates and front-proxy headers from CA files still work.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
+#[cfg(feature = "cluster")]
 use k8s_openapi::api::core::v1::ConfigMap;
+#[cfg(feature = "cluster")]
 use kube::api::Api;
+#[cfg(feature = "cluster")]
 use kube::runtime::watcher;
 
 use super::UnionAuthenticator;
+#[cfg(feature = "cluster")]
 use super::access_review::SubjectAccessReviewAuthorizer;
 use super::request_header::{
     DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS,
     RequestHeaderConfig, RequestHeaders,
 };
+#[cfg(feature = "cluster")]
 use super::token_review::TokenReviewAuthenticator;
 use super::x509::{CaBundle, ClientCertificates, Dynamic};
 use crate::cluster::{self, ClusterError};
@@ -166,6 +175,7 @@ impl AuthenticationOptions {
     /// in upstream's order. Looks up the cluster's authentication ConfigMap first unless told not to, and starts
     /// the background task that keeps CA files and the ConfigMap current.
     pub async fn delegate(&self) -> Result<DelegatedAuthentication, ClusterError> {
+        #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
         let kube_config = cluster::config(self.authentication_kubeconfig.as_deref()).await?;
         if kube_config.is_none() {
             tracing::warn!(
@@ -173,9 +183,18 @@ impl AuthenticationOptions {
                  of extension-apiserver-authentication are off"
             );
         }
+        #[cfg_attr(not(feature = "cluster"), allow(unused_mut))]
+        let mut sources = Sources {
+            options: self.clone(),
+            configmap: None,
+        };
+        #[cfg(not(feature = "cluster"))]
+        let changes = futures::stream::pending().boxed();
+        #[cfg(feature = "cluster")]
         let lookup = !self.skip_lookup
             && kube_config.is_some()
             && (self.client_ca_file.is_none() || self.requestheader_client_ca_file.is_none());
+        #[cfg(feature = "cluster")]
         let configmaps = match (&kube_config, lookup) {
             (Some(config), true) => Some(Api::<ConfigMap>::namespaced(
                 cluster::watch_client(config)?,
@@ -183,13 +202,10 @@ impl AuthenticationOptions {
             )),
             _ => None,
         };
-        let mut sources = Sources {
-            options: self.clone(),
-            configmap: None,
-        };
+        #[cfg(feature = "cluster")]
         if let Some(api) = &configmaps {
             match api.get_opt(AUTHENTICATION_CONFIGMAP_NAME).await {
-                Ok(found) => sources.configmap = found,
+                Ok(found) => sources.configmap = found.map(|c| c.data.unwrap_or_default()),
                 Err(e) if self.tolerate_lookup_failure => tracing::warn!(
                     "unable to get configmap/{AUTHENTICATION_CONFIGMAP_NAME} in \
                      {AUTHENTICATION_CONFIGMAP_NAMESPACE}; continuing without configuration: {e}"
@@ -206,6 +222,7 @@ impl AuthenticationOptions {
         let (client_ca, request_header) = sources.resolve().map_err(ClusterError)?;
         let client_ca = Arc::new(Dynamic::new(client_ca));
         let request_header = Arc::new(Dynamic::new(request_header));
+        #[cfg(feature = "cluster")]
         let token_reviews = match &kube_config {
             Some(config) => Some(TokenReviewAuthenticator::new(
                 cluster::request_client(config)?,
@@ -214,9 +231,14 @@ impl AuthenticationOptions {
             )),
             None => None,
         };
+        #[cfg(feature = "cluster")]
+        let changes = match configmaps {
+            Some(api) => configmap_changes(api),
+            None => futures::stream::pending().boxed(),
+        };
         tokio::spawn(keep_current(
             sources,
-            configmaps,
+            changes,
             FILE_POLL_INTERVAL,
             client_ca.clone(),
             request_header.clone(),
@@ -224,6 +246,7 @@ impl AuthenticationOptions {
         Ok(DelegatedAuthentication {
             client_ca,
             request_header,
+            #[cfg(feature = "cluster")]
             token_reviews,
         })
     }
@@ -237,6 +260,7 @@ impl AuthorizationOptions {
 
     /// The SubjectAccessReview authorizer, or `None` without a core cluster (then only the always-allow paths
     /// and `system:masters` are allowed, as upstream).
+    #[cfg(feature = "cluster")]
     pub async fn delegate(&self) -> Result<Option<SubjectAccessReviewAuthorizer>, ClusterError> {
         let Some(config) = cluster::config(self.authorization_kubeconfig.as_deref()).await? else {
             tracing::warn!(
@@ -249,6 +273,18 @@ impl AuthorizationOptions {
             self.allowed_ttl,
             self.denied_ttl,
         )))
+    }
+
+    /// No SubjectAccessReview in a build without the `cluster` feature: a kubeconfig, or running in a pod, is
+    /// refused; otherwise only the always-allow paths and `system:masters` are allowed, as upstream without a
+    /// core cluster.
+    #[cfg(not(feature = "cluster"))]
+    pub async fn delegate(&self) -> Result<Option<std::convert::Infallible>, ClusterError> {
+        cluster::config(self.authorization_kubeconfig.as_deref()).await?;
+        tracing::warn!(
+            "no --authorization-kubeconfig and not in a cluster: SubjectAccessReview authorization is off"
+        );
+        Ok(None)
     }
 
     /// The always-allow paths in force: the flag's, else upstream's for a delegating server.
@@ -269,21 +305,28 @@ pub struct DelegatedAuthentication {
     /// The request-header settings in force.
     pub request_header: Arc<Dynamic<Option<RequestHeaderConfig>>>,
     /// The TokenReview authenticator, with a core cluster.
+    #[cfg(feature = "cluster")]
     pub token_reviews: Option<TokenReviewAuthenticator>,
 }
 
 impl DelegatedAuthentication {
     /// Counts TokenReviews and token cache lookups in `metrics`.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_mut, unused_variables))]
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
-        self.token_reviews = self.token_reviews.map(|t| t.with_metrics(metrics));
+        #[cfg(feature = "cluster")]
+        {
+            self.token_reviews = self.token_reviews.map(|t| t.with_metrics(metrics));
+        }
         self
     }
 
     /// The union in upstream's order: request headers, client certificates, bearer tokens.
     pub fn authenticator(self) -> UnionAuthenticator {
+        #[cfg_attr(not(feature = "cluster"), allow(unused_mut))]
         let mut union = UnionAuthenticator::new()
             .with(RequestHeaders::new(self.request_header))
             .with(ClientCertificates::new(self.client_ca));
+        #[cfg(feature = "cluster")]
         if let Some(tokens) = self.token_reviews {
             union = union.with(tokens);
         }
@@ -295,7 +338,8 @@ impl DelegatedAuthentication {
 /// cluster's ConfigMap. Flags win where both say something, as upstream.
 struct Sources {
     options: AuthenticationOptions,
-    configmap: Option<ConfigMap>,
+    /// The ConfigMap's data, while it exists.
+    configmap: Option<BTreeMap<String, String>>,
 }
 
 type Resolved = (Option<CaBundle>, Option<RequestHeaderConfig>);
@@ -303,8 +347,6 @@ type Resolved = (Option<CaBundle>, Option<RequestHeaderConfig>);
 impl Sources {
     fn configmap_value(&self, key: &str) -> Option<&str> {
         self.configmap
-            .as_ref()?
-            .data
             .as_ref()?
             .get(key)
             .map(String::as_str)
@@ -363,36 +405,46 @@ fn read_ca(path: &Path) -> Result<CaBundle, String> {
     CaBundle::from_pem(&pem).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Follows the ConfigMap (a watch) and the CA files (polled) and replaces the settings when they change. A
+/// The ConfigMap's data each time it changes (`None`: deleted), from a watch; a failed watch is logged and
+/// watched again a second later.
+#[cfg(feature = "cluster")]
+fn configmap_changes(api: Api<ConfigMap>) -> BoxStream<'static, Option<BTreeMap<String, String>>> {
+    watcher(
+        api,
+        watcher::Config::default()
+            .fields(&format!("metadata.name={AUTHENTICATION_CONFIGMAP_NAME}")),
+    )
+    .filter_map(|change| async move {
+        match change {
+            Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
+                Some(Some(cm.data.unwrap_or_default()))
+            }
+            Ok(watcher::Event::Delete(_)) => Some(None),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!("watching configmap/{AUTHENTICATION_CONFIGMAP_NAME}: {e}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                None
+            }
+        }
+    })
+    .boxed()
+}
+
+/// Follows the ConfigMap (`changes`) and the CA files (polled) and replaces the settings when they change. A
 /// change that does not parse is logged and the previous settings stay.
 async fn keep_current(
     mut sources: Sources,
-    configmaps: Option<Api<ConfigMap>>,
+    mut changes: BoxStream<'static, Option<BTreeMap<String, String>>>,
     file_poll_interval: Duration,
     client_ca: Arc<Dynamic<Option<CaBundle>>>,
     request_header: Arc<Dynamic<Option<RequestHeaderConfig>>>,
 ) {
-    let mut changes = match configmaps {
-        Some(api) => watcher(
-            api,
-            watcher::Config::default()
-                .fields(&format!("metadata.name={AUTHENTICATION_CONFIGMAP_NAME}")),
-        )
-        .boxed(),
-        None => futures::stream::pending().boxed(),
-    };
     let mut poll = tokio::time::interval(file_poll_interval);
     loop {
         tokio::select! {
             change = changes.next() => match change {
-                Some(Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm))) => sources.configmap = Some(cm),
-                Some(Ok(watcher::Event::Delete(_))) => sources.configmap = None,
-                Some(Ok(_)) => continue,
-                Some(Err(e)) => {
-                    tracing::warn!("watching configmap/{AUTHENTICATION_CONFIGMAP_NAME}: {e}");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
+                Some(data) => sources.configmap = data,
                 None => return,
             },
             _ = poll.tick() => {}
@@ -479,10 +531,7 @@ mod tests {
                 r#"["X-Remote-Extra-"]"#.into(),
             ),
         ];
-        let configmap = ConfigMap {
-            data: Some(data.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
-            ..ConfigMap::default()
-        };
+        let configmap = data.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         let mut sources = Sources {
             options: AuthenticationOptions::default(),
             configmap: Some(configmap),
@@ -528,7 +577,7 @@ mod tests {
         let request_header = Arc::new(Dynamic::new(None));
         let task = tokio::spawn(keep_current(
             sources,
-            None,
+            futures::stream::pending().boxed(),
             Duration::from_millis(20),
             client_ca.clone(),
             request_header,

@@ -6,6 +6,7 @@
 //! anonymous; and authorizers: always-allow paths, `system:masters`, then the core cluster's
 //! [`SubjectAccessReviewAuthorizer`]. [`delegating`] builds them from upstream's flags.
 
+#[cfg(feature = "cluster")]
 mod access_review;
 mod authenticator;
 mod authorizer;
@@ -14,10 +15,12 @@ pub mod delegating;
 pub mod impersonation;
 mod request_header;
 mod token;
+#[cfg(feature = "cluster")]
 mod token_review;
 mod user;
 mod x509;
 
+#[cfg(feature = "cluster")]
 pub use access_review::SubjectAccessReviewAuthorizer;
 pub use authenticator::{
     Anonymous, Authenticated, AuthenticatedOrAnonymous, AuthenticationError, Authenticator,
@@ -32,6 +35,7 @@ pub use cache::ExpiringCache;
 pub use delegating::{AuthenticationOptions, AuthorizationOptions, DelegatedAuthentication};
 pub use request_header::{RequestHeaderConfig, RequestHeaders};
 pub use token::BearerTokens;
+#[cfg(feature = "cluster")]
 pub use token_review::TokenReviewAuthenticator;
 pub use user::{
     ALL_AUTHENTICATED_GROUP, ALL_UNAUTHENTICATED_GROUP, ANONYMOUS_USER, SYSTEM_PRIVILEGED_GROUP,

@@ -6,8 +6,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
+#[cfg(feature = "cluster")]
 use k8s_openapi::api::coordination::v1::Lease;
+#[cfg(feature = "cluster")]
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
 
 use super::LeaderElectionRecord;
 use crate::storage::{
@@ -47,12 +51,14 @@ pub trait LeaseLock: Send + Sync + 'static {
 }
 
 /// The lease as an object of the core cluster's `coordination.k8s.io/v1` API.
+#[cfg(feature = "cluster")]
 pub struct ClusterLock {
     api: kube::Api<Lease>,
     namespace: String,
     name: String,
 }
 
+#[cfg(feature = "cluster")]
 impl ClusterLock {
     /// The lease `<namespace>/<name>` through `client` (which needs get, create and update on leases there).
     pub fn new(client: kube::Client, namespace: &str, name: &str) -> Self {
@@ -76,6 +82,7 @@ impl ClusterLock {
     }
 }
 
+#[cfg(feature = "cluster")]
 fn cluster_error(e: kube::Error) -> LockError {
     match e {
         kube::Error::Api(status) if status.code == 409 => LockError::Conflict(status.message),
@@ -83,10 +90,12 @@ fn cluster_error(e: kube::Error) -> LockError {
     }
 }
 
+#[cfg(feature = "cluster")]
 fn written_version(lease: Lease) -> String {
     lease.metadata.resource_version.unwrap_or_default()
 }
 
+#[cfg(feature = "cluster")]
 #[async_trait]
 impl LeaseLock for ClusterLock {
     async fn get(&self) -> Result<Option<(LeaderElectionRecord, String)>, LockError> {
@@ -162,13 +171,20 @@ impl StorageLock {
     }
 
     fn encode(&self, record: &LeaderElectionRecord) -> Result<Bytes, LockError> {
-        let lease = Lease {
-            metadata: ObjectMeta {
+        let lease = StoredLease {
+            api_version: "coordination.k8s.io/v1".into(),
+            kind: "Lease".into(),
+            metadata: StoredMeta {
                 name: Some(self.name.clone()),
                 namespace: Some(self.namespace.clone()),
-                ..ObjectMeta::default()
             },
-            spec: Some(record.to_spec()),
+            spec: Some(StoredSpec {
+                acquire_time: record.acquire_time.map(MicroTime),
+                holder_identity: Some(record.holder_identity.clone()),
+                lease_duration_seconds: Some(record.lease_duration_seconds),
+                lease_transitions: Some(record.leader_transitions),
+                renew_time: record.renew_time.map(MicroTime),
+            }),
         };
         serde_json::to_vec(&lease)
             .map(Bytes::from)
@@ -186,11 +202,73 @@ fn storage_error(e: StorageError) -> LockError {
 }
 
 fn decode(stored: &StoredObject) -> Result<LeaderElectionRecord, LockError> {
-    let lease: Lease = serde_json::from_slice(&stored.value)
+    let lease: StoredLease = serde_json::from_slice(&stored.value)
         .map_err(|e| LockError::Failed(format!("{}: not a Lease: {e}", stored.key)))?;
-    Ok(LeaderElectionRecord::from_spec(
-        &lease.spec.unwrap_or_default(),
-    ))
+    let spec = lease.spec.unwrap_or_default();
+    Ok(LeaderElectionRecord {
+        holder_identity: spec.holder_identity.unwrap_or_default(),
+        lease_duration_seconds: spec.lease_duration_seconds.unwrap_or_default(),
+        acquire_time: spec.acquire_time.map(|t| t.0),
+        renew_time: spec.renew_time.map(|t| t.0),
+        leader_transitions: spec.lease_transitions.unwrap_or_default(),
+    })
+}
+
+/// A `coordination.k8s.io/v1` `Lease` as the storage lock keeps it: the fields it writes, in the JSON
+/// k8s-openapi writes (so the lease reads the same with or without the `cluster` feature, which brings
+/// k8s-openapi; fields it does not write are ignored on reading).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredLease {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    metadata: StoredMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spec: Option<StoredSpec>,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct StoredMeta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    acquire_time: Option<MicroTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    holder_identity: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lease_duration_seconds: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lease_transitions: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    renew_time: Option<MicroTime>,
+}
+
+/// metav1.MicroTime: RFC 3339 with six fractional digits, in UTC.
+struct MicroTime(DateTime<Utc>);
+
+impl Serialize for MicroTime {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0.format("%Y-%m-%dT%H:%M:%S%.6fZ"))
+    }
+}
+
+impl<'de> Deserialize<'de> for MicroTime {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        DateTime::parse_from_rfc3339(&text)
+            .map(|t| MicroTime(t.with_timezone(&Utc)))
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 #[async_trait]
@@ -235,5 +313,48 @@ impl LeaseLock for StorageLock {
 
     fn describe(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+#[cfg(all(test, feature = "cluster"))]
+mod tests {
+    use super::*;
+
+    /// The storage lock's own Lease type and k8s-openapi's read each other's JSON: a lease written by a build
+    /// without the `cluster` feature is the same lease for one with it, and the other way round.
+    #[test]
+    fn stored_leases_are_k8s_openapi_leases() {
+        let record = LeaderElectionRecord {
+            holder_identity: "a_1".into(),
+            lease_duration_seconds: 15,
+            acquire_time: DateTime::from_timestamp_micros(1_700_000_000_123_456),
+            renew_time: DateTime::from_timestamp_micros(1_700_000_005_000_001),
+            leader_transitions: 3,
+        };
+        let lock = StorageLock::new(
+            Arc::new(crate::storage::memory::MemoryStorage::new()),
+            "/registry/test",
+            "kube-system",
+            "test",
+        )
+        .unwrap();
+        let ours = lock.encode(&record).unwrap();
+        let theirs: Lease = serde_json::from_slice(&ours).unwrap();
+        assert_eq!(theirs.metadata.name.as_deref(), Some("test"));
+        assert_eq!(theirs.metadata.namespace.as_deref(), Some("kube-system"));
+        assert_eq!(
+            LeaderElectionRecord::from_spec(theirs.spec.as_ref().unwrap()),
+            record
+        );
+        assert_eq!(
+            serde_json::to_value(&theirs).unwrap(),
+            serde_json::from_slice::<serde_json::Value>(&ours).unwrap()
+        );
+        let stored = StoredObject {
+            key: lock.key().to_string(),
+            value: serde_json::to_vec(&theirs).unwrap().into(),
+            revision: 1,
+        };
+        assert_eq!(decode(&stored).unwrap(), record);
     }
 }

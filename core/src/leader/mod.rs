@@ -21,13 +21,17 @@ mod lock;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use futures::future::BoxFuture;
+#[cfg(feature = "cluster")]
 use k8s_openapi::api::coordination::v1::LeaseSpec;
+#[cfg(feature = "cluster")]
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::{Timestamp, Unit};
 use prometheus::IntGauge;
 
-pub use lock::{ClusterLock, LeaseLock, LockError, StorageLock};
+#[cfg(feature = "cluster")]
+pub use lock::ClusterLock;
+pub use lock::{LeaseLock, LockError, StorageLock};
 
 use crate::meta::parse_duration;
 use crate::metrics::Metrics;
@@ -171,42 +175,51 @@ pub struct LeaderElectionRecord {
     /// How long others must wait after seeing a renewal.
     pub lease_duration_seconds: i32,
     /// When the holder acquired it.
-    pub acquire_time: Option<Timestamp>,
+    pub acquire_time: Option<DateTime<Utc>>,
     /// When the holder last renewed it.
-    pub renew_time: Option<Timestamp>,
+    pub renew_time: Option<DateTime<Utc>>,
     /// How many times the lease changed hands.
     pub leader_transitions: i32,
 }
 
 impl LeaderElectionRecord {
     /// client-go's `LeaderElectionRecordToLeaseSpec`.
+    #[cfg(feature = "cluster")]
     pub fn to_spec(&self) -> LeaseSpec {
+        let micro = |t: DateTime<Utc>| {
+            k8s_openapi::jiff::Timestamp::from_microsecond(t.timestamp_micros())
+                .ok()
+                .map(MicroTime)
+        };
         LeaseSpec {
             holder_identity: Some(self.holder_identity.clone()),
             lease_duration_seconds: Some(self.lease_duration_seconds),
-            acquire_time: self.acquire_time.map(MicroTime),
-            renew_time: self.renew_time.map(MicroTime),
+            acquire_time: self.acquire_time.and_then(micro),
+            renew_time: self.renew_time.and_then(micro),
             lease_transitions: Some(self.leader_transitions),
             ..LeaseSpec::default()
         }
     }
 
     /// client-go's `LeaseSpecToLeaderElectionRecord`.
+    #[cfg(feature = "cluster")]
     pub fn from_spec(spec: &LeaseSpec) -> Self {
+        let time = |t: &MicroTime| DateTime::from_timestamp_micros(t.0.as_microsecond());
         LeaderElectionRecord {
             holder_identity: spec.holder_identity.clone().unwrap_or_default(),
             lease_duration_seconds: spec.lease_duration_seconds.unwrap_or_default(),
-            acquire_time: spec.acquire_time.as_ref().map(|t| t.0),
-            renew_time: spec.renew_time.as_ref().map(|t| t.0),
+            acquire_time: spec.acquire_time.as_ref().and_then(time),
+            renew_time: spec.renew_time.as_ref().and_then(time),
             leader_transitions: spec.lease_transitions.unwrap_or_default(),
         }
     }
 }
 
 /// The wall-clock time written in records (only for people and tools to read: decisions use local instants).
-fn wall_now() -> Timestamp {
-    let now = Timestamp::now();
-    now.round(Unit::Microsecond).unwrap_or(now)
+fn wall_now() -> DateTime<Utc> {
+    let now = Utc::now();
+    now.duration_round(TimeDelta::microseconds(1))
+        .unwrap_or(now)
 }
 
 /// kube-controller-manager's identity: the host name, `_`, and a UUID (several replicas may share a host).

@@ -30,6 +30,7 @@ pub(crate) struct JsonPatch(Vec<Map<String, Value>>);
 
 impl PatchError {
     /// Whether a `test` operation failed (MutatingAdmissionPolicy then leaves the object as it was).
+    #[cfg(feature = "cluster")]
     pub fn failed_test(&self) -> bool {
         self.0.ends_with(": test failed")
     }
@@ -37,6 +38,7 @@ impl PatchError {
 
 impl JsonPatch {
     /// A patch of operations already decoded.
+    #[cfg(feature = "cluster")]
     pub fn from_operations(operations: Vec<Map<String, Value>>) -> Self {
         JsonPatch(operations)
     }

@@ -1,11 +1,15 @@
 //! CEL validation rules on types (`x-kubernetes-validations`, as on a CRD's schema), declared with
 //! `#[versioned(validation(rule = "..."))]` and checked on every create and update, with upstream's error texts,
 //! cost limits and ratcheting (a value an update leaves unchanged is not checked again, so objects stored under
-//! older rules keep updating).
+//! older rules keep updating). The CEL interpreter is the `cel` cargo feature: a server built without it that
+//! serves a type with rules refuses to start, naming the feature.
 
+#[cfg(feature = "cel")]
 use std::collections::HashMap;
+#[cfg(feature = "cel")]
 use std::sync::{Arc, LazyLock, Mutex};
 
+#[cfg(feature = "cel")]
 use apiserver_cel::{Activation, EvalError, PER_CALL_LIMIT, Program, RUNTIME_COST_BUDGET, Value};
 use serde_json::Value as Json;
 
@@ -64,8 +68,10 @@ pub(crate) fn has_rules(schema: &Json) -> bool {
 }
 
 /// Rules compiled once for the process (types are fixed at build time, so the set is bounded).
+#[cfg(feature = "cel")]
 static PROGRAMS: LazyLock<Mutex<HashMap<String, Arc<Program>>>> = LazyLock::new(Mutex::default);
 
+#[cfg(feature = "cel")]
 fn program(source: &str) -> Result<Arc<Program>, String> {
     if let Some(found) = PROGRAMS.lock().ok().and_then(|p| p.get(source).cloned()) {
         return Ok(found);
@@ -78,6 +84,7 @@ fn program(source: &str) -> Result<Arc<Program>, String> {
 }
 
 /// Upstream's `StaticEstimatedCostLimit`: the most one rule may be estimated to cost.
+#[cfg(feature = "cel")]
 const ESTIMATED_COST_LIMIT: u64 = 10_000_000;
 
 /// Compiles every rule of `schema` and checks its estimated cost (with the node's schema bounding `self` and
@@ -87,6 +94,7 @@ const ESTIMATED_COST_LIMIT: u64 = 10_000_000;
 /// `maxItems`/`maxProperties` of the lists and maps above it, or, under one without, the most times its data fits in a
 /// request ([`apiserver_cel::max_cardinality`]), as upstream's `getExpressionCost`. Each error names the rule by its
 /// schema path, as upstream's CRD validation does.
+#[cfg(feature = "cel")]
 pub(crate) fn check_rules_statically(schema: &Json) -> Result<(), Vec<String>> {
     let mut errors = Vec::new();
     statically_at(schema, "openAPIV3Schema", Some(1), &mut errors);
@@ -99,6 +107,7 @@ pub(crate) fn check_rules_statically(schema: &Json) -> Result<(), Vec<String>> {
 
 /// By how much `schema` multiplies the occurrences of its children (upstream's `extractMaxElements`): a list's
 /// `maxItems`, a map's `maxProperties`, `None` for a list or map without; 1 for a struct.
+#[cfg(feature = "cel")]
 fn max_elements(schema: &Json) -> Option<u64> {
     let bound = |name: &str| {
         schema
@@ -120,6 +129,7 @@ fn max_elements(schema: &Json) -> Option<u64> {
 }
 
 /// `cardinality`: how many times `node`'s data can occur in a request, `None` when unbounded.
+#[cfg(feature = "cel")]
 fn statically_at(node: &Json, path: &str, cardinality: Option<u64>, errors: &mut Vec<String>) {
     let Json::Object(map) = node else {
         return;
@@ -187,9 +197,11 @@ fn statically_at(node: &Json, path: &str, cardinality: Option<u64>, errors: &mut
 }
 
 /// The runtime cost left for one request's rules.
+#[cfg(feature = "cel")]
 struct Budget(u64);
 
 /// Checks every rule in `schema` over `new` (a whole object as its version writes it) and, on an update, `old`.
+#[cfg(feature = "cel")]
 pub(crate) fn check(schema: &Json, new: &Json, old: Option<&Json>, errors: &mut ErrorList) {
     let mut budget = Budget(RUNTIME_COST_BUDGET);
     let _ = walk(schema, new, old, &Path::default(), &mut budget, errors);
@@ -197,6 +209,7 @@ pub(crate) fn check(schema: &Json, new: &Json, old: Option<&Json>, errors: &mut 
 
 /// The schema and the alternatives it wraps (`allOf`/`anyOf`/`oneOf`, e.g. an optional field's), which may carry
 /// rules, properties or items of their own.
+#[cfg(feature = "cel")]
 fn nodes(schema: &Json) -> Vec<&Json> {
     let mut nodes = vec![schema];
     for key in ["allOf", "anyOf", "oneOf"] {
@@ -210,6 +223,7 @@ fn nodes(schema: &Json) -> Vec<&Json> {
 }
 
 /// The schema type as upstream names it in `Invalid value: "<type>"`.
+#[cfg(feature = "cel")]
 fn type_name(nodes: &[&Json]) -> &'static str {
     for node in nodes {
         let types = match node.get("type") {
@@ -236,6 +250,7 @@ fn type_name(nodes: &[&Json]) -> &'static str {
 }
 
 /// `Err(())` stops all further rules (the budget ran out).
+#[cfg(feature = "cel")]
 fn walk(
     schema: &Json,
     new: &Json,
@@ -316,6 +331,7 @@ fn walk(
 }
 
 /// Binds a value with its schema's types where they fit (dates, int-or-string), else as plain JSON.
+#[cfg(feature = "cel")]
 fn bind(activation: Activation, name: &str, value: &Json, schema: &Json) -> Activation {
     match apiserver_cel::json_to_value_with_schema(value, schema) {
         Ok(converted) => activation.bind(name, converted),
@@ -323,6 +339,7 @@ fn bind(activation: Activation, name: &str, value: &Json, schema: &Json) -> Acti
     }
 }
 
+#[cfg(feature = "cel")]
 #[allow(clippy::too_many_arguments)]
 fn check_rule(
     rule: &Json,
@@ -447,7 +464,7 @@ fn check_rule(
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "cel"))]
 mod tests {
     use serde_json::json;
 
@@ -646,4 +663,21 @@ mod tests {
             ]
         );
     }
+}
+
+/// A build without the `cel` feature cannot check rules: a type that has any is refused at start.
+#[cfg(not(feature = "cel"))]
+pub(crate) fn check_rules_statically(_: &Json) -> Result<(), Vec<String>> {
+    Err(vec![format!(
+        "{VALIDATIONS}: this server was built without CEL (cargo feature `cel`)"
+    )])
+}
+
+/// Never reached (a server with rules and without CEL does not start); were it reached, the object is refused.
+#[cfg(not(feature = "cel"))]
+pub(crate) fn check(_: &Json, _: &Json, _: Option<&Json>, errors: &mut ErrorList) {
+    errors.push(FieldError::internal(
+        Path::default(),
+        "validation rules need the cargo feature `cel`",
+    ));
 }

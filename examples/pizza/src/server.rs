@@ -3,7 +3,9 @@
 pub use apiserver::app::Mode;
 use apiserver::app::{App, RecommendedOptions, StartError, Started};
 use apiserver::clap;
+#[cfg(feature = "etcd")]
 use apiserver_storage_etcd::EtcdOptions;
+#[cfg(feature = "rocksdb")]
 use apiserver_storage_rocks::RocksOptions;
 use apiserver_storage_sql::SqlStorageOptions;
 
@@ -17,8 +19,8 @@ use crate::{menu, menu_codec, oven_codec, pizza_codec, topping_codec};
 /// Where objects are kept under in every backend (the Go pizza-apiserver's etcd prefix).
 pub const STORAGE_PREFIX: &str = "/registry/pizza-apiserver.programming-kubernetes.info";
 
-/// The command line: the framework's flags and those of the backends the server is built with (RocksDB, the
-/// default; SQLite and Postgres; etcd; and memory, which has none).
+/// The command line: the framework's flags and those of the backends the server is built with (SQLite, the
+/// default, and memory, which has none; RocksDB, Postgres and etcd with their cargo features).
 #[derive(Clone, Debug, clap::Parser)]
 #[command(
     name = "pizza-apiserver",
@@ -30,11 +32,13 @@ pub struct Options {
     pub server: RecommendedOptions,
 
     #[command(flatten)]
-    pub rocks: RocksOptions,
-
-    #[command(flatten)]
     pub sql: SqlStorageOptions,
 
+    #[cfg(feature = "rocksdb")]
+    #[command(flatten)]
+    pub rocks: RocksOptions,
+
+    #[cfg(feature = "etcd")]
     #[command(flatten)]
     pub etcd: EtcdOptions,
 }
@@ -50,14 +54,21 @@ impl Options {
 /// pizza's status.cost from its toppings), oven (an oven line's status from its spec); on Postgres and etcd only
 /// the replica holding the leader election lease runs them (`--leader-elect`).
 pub async fn start(options: Options) -> Result<Started, StartError> {
-    let mut app = App::new("pizza-apiserver", options.server)
+    let app = App::new("pizza-apiserver", options.server)
         .version(apiserver::version_info!())
         .storage_prefix(STORAGE_PREFIX)
-        .backend(options.rocks)
-        .backend(options.sql)
-        .backend(options.etcd)
-        .open()
-        .await?;
+        .backend(options.sql);
+    #[cfg(feature = "rocksdb")]
+    let app = app.backend(options.rocks);
+    #[cfg(not(feature = "rocksdb"))]
+    let app = app.without_backend("rocksdb", "rocksdb");
+    #[cfg(not(feature = "postgres"))]
+    let app = app.without_backend("postgres", "postgres");
+    #[cfg(feature = "etcd")]
+    let app = app.backend(options.etcd);
+    #[cfg(not(feature = "etcd"))]
+    let app = app.without_backend("etcd", "etcd");
+    let mut app = app.open().await?;
     let pizzas = app.store(pizza_codec(), PizzaStrategy)?;
     let toppings = app.store(topping_codec(), ToppingStrategy)?;
     let ovens = app.store(oven_codec(), OvenStrategy)?;
@@ -100,6 +111,7 @@ mod tests {
         assert_eq!(missing, Vec::<String>::new());
     }
 
+    #[cfg(feature = "rocksdb")]
     #[test]
     fn backends_keep_their_own_flags() {
         let options = Options::try_parse_from([

@@ -130,24 +130,25 @@ async fn assert_status_and_finalizers(a: &TestServer, b: &TestServer) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn default_backend_is_rocksdb_and_keeps_objects_across_restarts() {
+async fn default_backend_is_sqlite_and_keeps_objects_across_restarts() {
     let server = TestServer::start(&[]).await;
     create_examples(&server).await;
-    assert!(server.dir.path().join("rocksdb").join("CURRENT").exists());
+    assert!(server.dir.path().join("state.db").exists());
+    assert!(!server.dir.path().join("rocksdb").exists());
     let dir = server.stop().await;
     let server = TestServer::start_in(dir, &[]).await;
     assert_margherita(&server).await;
+    assert_status_and_finalizers(&server, &server).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn sqlite_keeps_objects_across_restarts() {
-    let server = TestServer::start(&["--storage-backend", "sqlite"]).await;
+async fn rocksdb_keeps_objects_across_restarts() {
+    let server = TestServer::start(&["--storage-backend", "rocksdb"]).await;
     create_examples(&server).await;
-    assert!(server.dir.path().join("state.db").exists());
+    assert!(server.dir.path().join("rocksdb").join("CURRENT").exists());
     let dir = server.stop().await;
-    let server = TestServer::start_in(dir, &["--storage-backend", "sqlite"]).await;
+    let server = TestServer::start_in(dir, &["--storage-backend", "rocksdb"]).await;
     assert_margherita(&server).await;
-    assert_status_and_finalizers(&server, &server).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

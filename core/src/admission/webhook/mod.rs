@@ -14,6 +14,7 @@ mod conditions;
 mod hook;
 pub(super) mod review;
 
+use super::{MUTATING_ADMISSION_WEBHOOK, VALIDATING_ADMISSION_WEBHOOK};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,11 +35,6 @@ use client::Clients;
 use conditions::Conditions;
 use hook::Hook;
 use review::Invocation;
-
-/// The mutating plugin's name in `--enable-admission-plugins` / `--disable-admission-plugins`.
-pub const MUTATING_ADMISSION_WEBHOOK: &str = "MutatingAdmissionWebhook";
-/// The validating plugin's name.
-pub const VALIDATING_ADMISSION_WEBHOOK: &str = "ValidatingAdmissionWebhook";
 
 /// How long a request waits for the configurations to be loaded (upstream's `WaitForReady`: 10 s).
 const READY_WAIT: Duration = Duration::from_secs(10);

@@ -5,19 +5,29 @@
 //! followed; anyone else's becomes a link.
 //! Authentication, which ran before the span existed, is recorded as its first child.
 
+//! Without the `otel` feature nothing is exported and the filter passes requests through.
+
 use std::time::SystemTime;
 
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
+#[cfg(feature = "otel")]
 use http::header::USER_AGENT;
+#[cfg(feature = "otel")]
 use tracing::Instrument;
+#[cfg(feature = "otel")]
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+#[cfg(feature = "otel")]
 use super::{AuditId, header_str};
+#[cfg(feature = "otel")]
 use crate::auth::User;
+#[cfg(feature = "otel")]
 use crate::request::RequestInfo;
+#[cfg(feature = "otel")]
 use crate::server::ConnectionInfo;
+#[cfg(feature = "otel")]
 use crate::telemetry::{
     SPAN_TARGET, is_sampled, may_sample, record_past_span, remote_parent, trusts_parent_of,
 };
@@ -33,7 +43,14 @@ pub struct AuthenticationTime {
     pub via_front_proxy: bool,
 }
 
+/// No exporter in this build: nothing to trace.
+#[cfg(not(feature = "otel"))]
+pub async fn trace(request: Request, next: Next) -> Response {
+    next.run(request).await
+}
+
 /// Runs the rest of the chain inside the request span, when spans are exported.
+#[cfg(feature = "otel")]
 pub async fn trace(request: Request, next: Next) -> Response {
     if !tracing::span_enabled!(target: SPAN_TARGET, tracing::Level::TRACE) {
         return next.run(request).await;
@@ -73,6 +90,7 @@ pub async fn trace(request: Request, next: Next) -> Response {
 }
 
 /// The span with what is known before the response.
+#[cfg(feature = "otel")]
 fn request_span(request: &Request) -> tracing::Span {
     let name = span_name(request);
     let header = |name: &str| header_str(request.headers(), name);
@@ -109,6 +127,7 @@ fn request_span(request: &Request) -> tracing::Span {
     )
 }
 
+#[cfg(feature = "otel")]
 fn protocol_version(version: http::Version) -> &'static str {
     match version {
         http::Version::HTTP_10 => "1.0",
@@ -119,6 +138,7 @@ fn protocol_version(version: http::Version) -> &'static str {
 }
 
 /// upstream's `getSpanNameFromRequestInfo`.
+#[cfg(feature = "otel")]
 fn span_name(request: &Request) -> String {
     let method = request.method().as_str();
     let Some(info) = request
@@ -150,7 +170,7 @@ fn span_name(request: &Request) -> String {
     name
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "otel"))]
 mod tests {
     use std::sync::Arc;
 

@@ -23,7 +23,7 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Starts the server with `args` after the port and data-dir flags (the default backend, RocksDB, unless given).
+    /// Starts the server with `args` after the port and data-dir flags (the default backend, SQLite, unless given).
     pub async fn start(args: &[&str]) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         Self::start_in(dir, args).await
