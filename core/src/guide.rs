@@ -30,13 +30,14 @@
 //! version = "0.1.0"
 //! edition = "2024"
 //!
+//! # The crates are not on crates.io yet: path (or git) dependencies on a checkout of this repository.
 //! [dependencies]
-//! apiserver = "0.1"
+//! apiserver = { path = "../apiserver/core" }
 //! # SQLite only: an embedded, durable store (see 9. for the others)
-//! apiserver-storage-sql = { version = "0.1", default-features = false, features = ["sqlite"] }
+//! apiserver-storage-sql = { path = "../apiserver/storage-sql", default-features = false, features = ["sqlite"] }
 //!
 //! [dev-dependencies]
-//! apiserver = { version = "0.1", features = ["testing"] }   # round_trip_test!, the conformance suite
+//! apiserver = { path = "../apiserver/core", features = ["testing"] }   # round_trip_test!
 //! tempfile = "3"
 //!
 //! # Line tables are enough for backtraces and keep debug binaries and target directories small.
