@@ -59,7 +59,7 @@ impl Sizes {
         }
     }
 
-    /// The full run of the README's table.
+    /// The full run of `bench/README.md`'s table.
     pub fn full() -> Self {
         Sizes {
             objects: 2000,

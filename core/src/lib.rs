@@ -4,7 +4,8 @@
 //!
 //! A server is a crate that depends on `apiserver` (and, for persistent storage, a backend crate such as
 //! `apiserver-storage-rocks`); everything else it needs is re-exported. `examples/library` is this guide as a
-//! crate, with its kubectl test.
+//! crate, with its kubectl test. **The [`guide`] goes on step by step** through status, validation and CEL rules,
+//! admission, a controller, choosing a backend and testing.
 //!
 //! 1. **A hub type** says what an object means, in plain Rust, with its identity (group, kind, scope, columns):
 //!    `#[derive(Hub)]`.
@@ -137,6 +138,7 @@ pub mod controller;
 pub mod discovery;
 pub mod endpoints;
 pub mod fieldmanager;
+pub mod guide;
 pub mod leader;
 pub mod logging;
 // A real kube-apiserver and etcd on loopback for end-to-end tests; only with the `testing` feature (which turns

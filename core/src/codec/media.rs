@@ -276,7 +276,7 @@ impl EndpointRestrictions for DefaultRestrictions {
 
 /// The restrictions of a resource endpoint (upstream `RequestScope.AllowsMediaTypeTransform`):
 /// `Table` only as JSON, YAML or CBOR and only when the resource has a table convertor (upstream:
-/// JSON or YAML only; a CBOR `Table` is ours, see the README);
+/// JSON or YAML only; a CBOR `Table` is ours, see `docs/divergences.md`);
 /// `PartialObjectMetadata` and `PartialObjectMetadataList` in any media type; both only in
 /// `meta.k8s.io/v1` or `v1beta1`.
 #[derive(Clone, Copy, Debug, Default)]

@@ -40,7 +40,7 @@ pub struct PizzaStatus {
 #[apiserver::served(hub = "restaurant::Topping", version = "v1alpha1")]
 pub struct Topping {
     pub metadata: ObjectMeta,
-    /// The reference server writes this as `Spec` (no JSON tag); we serve `spec` (see the README).
+    /// The reference server writes this as `Spec` (no JSON tag); we serve `spec` (see docs/divergences.md).
     pub spec: ToppingSpec,
 }
 

@@ -322,7 +322,7 @@ async fn kubectl_serves_flunders_and_fischers() {
         assert!(Instant::now() < deadline, "still banned: {stderr}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // The README's manifests.
+    // The manifests of `docs/samples.md`'s wardle walkthrough.
     server.kubectl(&create).stdin(FISCHER_YAML).ok().await;
     let stderr = server
         .kubectl(&create)

@@ -415,7 +415,7 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().expect("kubectl runs")
 }
 
-/// The example manifests of the README.
+/// The example manifests of the kubectl tour (`docs/running.md`).
 /// Leaves out the cost controller, for tests that write a pizza's status themselves or count its events.
 #[allow(dead_code)]
 pub const NO_COST_CONTROLLER: &str = "--controllers=*,-pizza-cost";
