@@ -10,6 +10,12 @@ use apiserver::clap::Parser;
 use library_apiserver::{Options, book_codec, start};
 
 apiserver::round_trip_test!(books_round_trip, book_codec());
+// Stored protobuf names fields by tag: each served version's tags are kept in a checked-in table.
+apiserver::protobuf_tags_test!(
+    book_protobuf_tags,
+    book_codec(),
+    "tests/protobuf-tags/books.txt"
+);
 
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new("kubectl")
@@ -423,9 +429,15 @@ async fn a_count_of_copies_that_is_not_a_number_is_refused_naming_it() {
         );
     };
     for (content_type, body) in [
-        ("application/json", apiserver::serde_json::to_vec(&json).unwrap()),
+        (
+            "application/json",
+            apiserver::serde_json::to_vec(&json).unwrap(),
+        ),
         ("application/yaml", yaml.into_bytes()),
-        ("application/cbor", encode_cbor(api_version, "Book", &book).unwrap()),
+        (
+            "application/cbor",
+            encode_cbor(api_version, "Book", &book).unwrap(),
+        ),
         (
             "application/vnd.kubernetes.protobuf",
             encode_protobuf(api_version, "Book", &book).unwrap(),
@@ -456,8 +468,14 @@ async fn a_count_of_copies_that_is_not_a_number_is_refused_naming_it() {
     let (code, status) = send(&client, "PUT", &emma, "application/json", body).await;
     refused(code, &status, "update");
     let patch = br#"{"spec":{"copies":"a dozen"}}"#.to_vec();
-    let (code, status) =
-        send(&client, "PATCH", &emma, "application/merge-patch+json", patch).await;
+    let (code, status) = send(
+        &client,
+        "PATCH",
+        &emma,
+        "application/merge-patch+json",
+        patch,
+    )
+    .await;
     refused(code, &status, "merge patch");
     let apply = format!(
         "apiVersion: {api_version}\nkind: Book\nmetadata:\n  name: emma\nspec:\n  copies: a dozen\n"
@@ -483,7 +501,8 @@ async fn a_count_of_copies_that_is_not_a_number_is_refused_naming_it() {
         .run(&["create", "-f", "-"], Some(&json.to_string()))
         .await;
     assert!(!out.status.success());
-    let cause = r#"spec.copies: Invalid value: "a dozen": must be a number of copies, e.g. "12 copies""#;
+    let cause =
+        r#"spec.copies: Invalid value: "a dozen": must be a number of copies, e.g. "12 copies""#;
     assert!(text(&out).contains(cause), "{}", text(&out));
 
     library.stop().await;
