@@ -746,12 +746,14 @@ impl<H: Resource> ResourceCodec<H> {
     }
 
     /// Decodes stored bytes of any served version, JSON or protobuf (told apart by the `k8s\0` prefix), leniently,
-    /// applying that version's defaults: what was written by an older server version still reads.
+    /// applying that version's defaults: what was written by an older server version still reads. A stored object
+    /// its version's conversion refuses is [`DecodeError::Invalid`], which the store answers as an internal error
+    /// naming the object and its fields.
     pub fn decode_stored(&self, bytes: &[u8]) -> Result<H, DecodeError> {
         if codec::is_protobuf(bytes) {
             let (type_meta, raw) = codec::decode_protobuf(bytes)?;
             let version = self.stored_version(&type_meta)?;
-            return Ok(version.decode_protobuf(&raw)?);
+            return version.decode_protobuf(&raw);
         }
         let type_meta = codec::peek_json_type_meta(bytes)?;
         let version = self.stored_version(&type_meta)?;
