@@ -112,8 +112,11 @@ pub fn derive_versioned(input: TokenStream) -> TokenStream {
 ///   written unless marked `#[served(omitempty)]` (then its zero value is left out, as Go's `omitempty`);
 /// - a field without its own `#[prost(...)]` gets the protobuf type its Rust type implies (`String` → `string`,
 ///   `i32` → `int32`, `f64` → `double`, `Option<T>` → optional, `Vec<T>` → repeated, `BTreeMap<K, V>` → map, any
-///   other type a message) and the tag of its position (1, 2, ...), or `#[served(tag = N)]`. Keep tags stable once
-///   objects are stored in protobuf: add new fields at the end or give them a tag.
+///   other type a message) and the tag of its position (1, 2, ...), or `#[served(tag = N)]`. Stored protobuf names
+///   fields by tag, so a tag must not change once objects are stored: `apiserver::protobuf_tags_test!` compares
+///   every version's tags with a table checked in beside the tests (as go-to-protobuf keeps `generated.proto`)
+///   and fails, naming the field and the `#[served(tag = N)]` that keeps it, when a field is moved, inserted or
+///   removed before others.
 ///
 /// ```ignore
 /// #[apiserver::served(hub = "library::Book", version = "v1", default = "default_book")]
@@ -508,6 +511,30 @@ fn wire_name(
     })
 }
 
+/// The tag of a field's `#[prost(..., tag = "N")]`, if it has one.
+fn prost_tag(field: &syn::Field) -> syn::Result<Option<u32>> {
+    let mut tag = None;
+    for attr in field.attrs.iter().filter(|a| a.path().is_ident("prost")) {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("tag") {
+                let value: syn::Lit = meta.value()?.parse()?;
+                tag = Some(match value {
+                    syn::Lit::Str(s) => s
+                        .value()
+                        .parse::<u32>()
+                        .map_err(|e| syn::Error::new(s.span(), e))?,
+                    syn::Lit::Int(i) => i.base10_parse()?,
+                    other => return Err(syn::Error::new(other.span(), "expected a tag number")),
+                });
+            } else if meta.input.peek(syn::Token![=]) {
+                meta.value()?.parse::<syn::Expr>()?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(tag)
+}
+
 #[derive(Default)]
 struct FieldOptions {
     to_hub: Option<Path>,
@@ -741,6 +768,7 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
     let mut to_hub = Vec::new();
     let mut from_hub = Vec::new();
     let mut patch_fields = Vec::new();
+    let mut tag_fields = Vec::new();
     for field in &fields.named {
         let Some(ident) = field.ident.as_ref() else {
             continue;
@@ -767,6 +795,13 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
             .map_type
             .as_ref()
             .map(|map_type| quote!(::apiserver::runtime::set_map_type(field, #map_type);));
+        if let Some(tag) = prost_tag(field)? {
+            tag_fields.push(quote_spanned! {ty.span()=>
+                let path = ::apiserver::runtime::tag_path(prefix, #wire);
+                (&&::apiserver::runtime::TagProbe::<#ty>::new()).nested_tags(&path, out);
+                out.push((path, #tag));
+            });
+        }
         let validations = &options.validations;
         patch_fields.push(quote_spanned! {ty.span()=>
             if let ::std::option::Option::Some(field) = ::apiserver::runtime::schema_property(schema, #wire) {
@@ -840,6 +875,18 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
 
+        impl ::apiserver::runtime::ProtobufTags for #name {
+            #[allow(clippy::needless_borrow)]
+            fn protobuf_tags(
+                prefix: &str,
+                out: &mut ::std::vec::Vec<(::std::string::String, u32)>,
+            ) {
+                #[allow(unused_imports)]
+                use ::apiserver::runtime::{NestedTags as _, NoNestedTags as _};
+                #(#tag_fields)*
+            }
+        }
+
         impl ::apiserver::runtime::PatchMetadata for #name {
             #[allow(unused_variables, clippy::needless_borrow)]
             fn annotate_schema(schema: &mut ::apiserver::serde_json::Value) {
@@ -895,6 +942,12 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
 
             fn from_hub(hub: &#hub) -> ::std::result::Result<Self, ::apiserver::runtime::ConversionError> {
                 ::apiserver::runtime::Convert::convert(hub)
+            }
+
+            fn protobuf_tags() -> ::std::vec::Vec<(::std::string::String, u32)> {
+                let mut out = ::std::vec::Vec::new();
+                <Self as ::apiserver::runtime::ProtobufTags>::protobuf_tags("", &mut out);
+                out
             }
 
             fn openapi_schema() -> ::apiserver::serde_json::Value {

@@ -6,6 +6,7 @@ mod gvk;
 pub(crate) mod json_patch;
 mod list;
 mod patch;
+mod protobuf_tags;
 mod resource;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
@@ -15,7 +16,7 @@ mod schema;
 mod scheme;
 mod versioned;
 
-pub use convert::{Convert, ConversionError, ConversionResult, conversion_result, convert_field};
+pub use convert::{ConversionError, ConversionResult, Convert, conversion_result, convert_field};
 pub use gvk::{GroupKind, GroupResource, GroupVersion, GroupVersionKind, GroupVersionResource};
 pub use list::{List, ListWriter};
 pub use patch::PatchMetadata;
@@ -24,6 +25,9 @@ pub use patch::{
     AnnotateWithPatchMetadata, AnnotateWithoutPatchMetadata, PatchProbe, schema_property,
     set_list_type, set_map_type, set_patch_metadata,
 };
+#[doc(hidden)]
+pub use protobuf_tags::{NestedTags, NoNestedTags, TagProbe, tag_path};
+pub use protobuf_tags::{ProtobufTags, check_protobuf_tags};
 pub use resource::{PrinterColumn, Resource, ScalePaths, Scope};
 #[doc(hidden)]
 pub use rules::{ValidationRule, add_validation_rule};

@@ -9,8 +9,8 @@ use crate::codec::{self, ApiVersionKind, CodecError, FieldValidation, MediaType}
 use crate::meta::ListMeta;
 
 use super::{
-    ConversionError, GroupKind, GroupResource, GroupVersion, GroupVersionKind, List, Resource, Scope,
-    Versioned,
+    ConversionError, GroupKind, GroupResource, GroupVersion, GroupVersionKind, List, Resource,
+    Scope, Versioned,
 };
 use crate::go_quote;
 use crate::validation::ErrorList;
@@ -117,6 +117,7 @@ trait VersionCodec<H>: Send + Sync {
     fn patch_schema(&self) -> &serde_json::Value;
     /// Whether the schema declares CEL validation rules.
     fn has_rules(&self) -> bool;
+    fn protobuf_tags(&self) -> Vec<(String, u32)>;
 }
 
 struct VersionOf<V: Versioned> {
@@ -228,6 +229,10 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
         *self
             .has_rules
             .get_or_init(|| super::rules::has_rules(self.patch_schema()))
+    }
+
+    fn protobuf_tags(&self) -> Vec<(String, u32)> {
+        V::protobuf_tags()
     }
 
     fn decode_json(
@@ -444,6 +449,15 @@ impl<H: Resource> ResourceCodec<H> {
         }
         self.storage_version = Some(V::VERSION);
         self
+    }
+
+    /// The protobuf tag of every field of every served version, by JSON path
+    /// ([`check_protobuf_tags`](super::check_protobuf_tags)).
+    pub fn protobuf_tags(&self) -> Vec<(&'static str, Vec<(String, u32)>)> {
+        self.versions
+            .iter()
+            .map(|v| (v.version(), v.protobuf_tags()))
+            .collect()
     }
 
     /// The served versions, in the order added.
@@ -732,12 +746,14 @@ impl<H: Resource> ResourceCodec<H> {
     }
 
     /// Decodes stored bytes of any served version, JSON or protobuf (told apart by the `k8s\0` prefix), leniently,
-    /// applying that version's defaults: what was written by an older server version still reads.
+    /// applying that version's defaults: what was written by an older server version still reads. A stored object
+    /// its version's conversion refuses is [`DecodeError::Invalid`], which the store answers as an internal error
+    /// naming the object and its fields.
     pub fn decode_stored(&self, bytes: &[u8]) -> Result<H, DecodeError> {
         if codec::is_protobuf(bytes) {
             let (type_meta, raw) = codec::decode_protobuf(bytes)?;
             let version = self.stored_version(&type_meta)?;
-            return Ok(version.decode_protobuf(&raw)?);
+            return version.decode_protobuf(&raw);
         }
         let type_meta = codec::peek_json_type_meta(bytes)?;
         let version = self.stored_version(&type_meta)?;
@@ -1027,7 +1043,8 @@ mod tests {
             panic!("not Invalid: {err}");
         };
         assert_eq!(errors.iter().next().unwrap().field, "size");
-        let stored = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"size":-2}"#;
+        let stored =
+            br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"size":-2}"#;
         assert_eq!(
             codec().decode_stored(stored).unwrap_err().to_string(),
             "Widget.example.com \"w\" is invalid: size: Invalid value: -2: must not be negative"

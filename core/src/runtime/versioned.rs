@@ -39,6 +39,12 @@ pub trait Versioned:
     /// `hub` converted to this version; no defaults are applied.
     fn from_hub(hub: &Self::Hub) -> Result<Self, ConversionError>;
 
+    /// The protobuf tag of every field of this version by JSON path (`spec.toppings.quantity`), for
+    /// [`protobuf_tags_test!`](crate::protobuf_tags_test); the derive lists them (from [`ProtobufTags`](super::ProtobufTags)).
+    fn protobuf_tags() -> Vec<(String, u32)> {
+        Vec::new()
+    }
+
     /// `metadata.name` of this value, to name it in errors; empty when the type has no metadata.
     fn object_name(&self) -> &str {
         ""

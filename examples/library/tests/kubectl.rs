@@ -9,6 +9,12 @@ use apiserver::testing::{KubectlOutput, TestServer};
 use library_apiserver::{book_codec, start};
 
 apiserver::round_trip_test!(books_round_trip, book_codec());
+// Stored protobuf names fields by tag: each served version's tags are kept in a checked-in table.
+apiserver::protobuf_tags_test!(
+    book_protobuf_tags,
+    book_codec(),
+    "tests/protobuf-tags/books.txt"
+);
 
 /// kubectl's stdout and stderr together.
 fn text(out: &KubectlOutput) -> String {
@@ -315,9 +321,15 @@ async fn a_count_of_copies_that_is_not_a_number_is_refused_naming_it() {
         );
     };
     for (content_type, body) in [
-        ("application/json", apiserver::serde_json::to_vec(&json).unwrap()),
+        (
+            "application/json",
+            apiserver::serde_json::to_vec(&json).unwrap(),
+        ),
         ("application/yaml", yaml.into_bytes()),
-        ("application/cbor", encode_cbor(api_version, "Book", &book).unwrap()),
+        (
+            "application/cbor",
+            encode_cbor(api_version, "Book", &book).unwrap(),
+        ),
         (
             "application/vnd.kubernetes.protobuf",
             encode_protobuf(api_version, "Book", &book).unwrap(),
@@ -348,8 +360,14 @@ async fn a_count_of_copies_that_is_not_a_number_is_refused_naming_it() {
     let (code, status) = send(&client, "PUT", &emma, "application/json", body).await;
     refused(code, &status, "update");
     let patch = br#"{"spec":{"copies":"a dozen"}}"#.to_vec();
-    let (code, status) =
-        send(&client, "PATCH", &emma, "application/merge-patch+json", patch).await;
+    let (code, status) = send(
+        &client,
+        "PATCH",
+        &emma,
+        "application/merge-patch+json",
+        patch,
+    )
+    .await;
     refused(code, &status, "merge patch");
     let apply = format!(
         "apiVersion: {api_version}\nkind: Book\nmetadata:\n  name: emma\nspec:\n  copies: a dozen\n"

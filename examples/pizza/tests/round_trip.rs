@@ -212,3 +212,25 @@ apiserver::round_trip_test!(generated_pizzas_round_trip, pizza_codec(), |p: &Piz
 });
 apiserver::round_trip_test!(generated_toppings_round_trip, topping_codec());
 apiserver::round_trip_test!(generated_ovens_round_trip, pizza_apiserver::oven_codec());
+
+// Stored protobuf names fields by tag: each served version's tags are kept in a checked-in table.
+apiserver::protobuf_tags_test!(
+    pizza_protobuf_tags,
+    pizza_codec(),
+    "tests/protobuf-tags/pizzas.txt"
+);
+apiserver::protobuf_tags_test!(
+    topping_protobuf_tags,
+    topping_codec(),
+    "tests/protobuf-tags/toppings.txt"
+);
+apiserver::protobuf_tags_test!(
+    oven_protobuf_tags,
+    pizza_apiserver::oven_codec(),
+    "tests/protobuf-tags/ovens.txt"
+);
+apiserver::protobuf_tags_test!(
+    menu_protobuf_tags,
+    pizza_apiserver::menu_codec(),
+    "tests/protobuf-tags/menuitems.txt"
+);

@@ -276,3 +276,15 @@ apiserver::round_trip_test!(
     |f: &Flunder| { validate_flunder_spec(&f.spec, &Path::new("spec")).is_empty() }
 );
 apiserver::round_trip_test!(generated_fischers_round_trip, fischer_codec());
+
+// Stored protobuf names fields by tag: each served version's tags are kept in a checked-in table.
+apiserver::protobuf_tags_test!(
+    flunder_protobuf_tags,
+    flunder_codec(),
+    "tests/protobuf-tags/flunders.txt"
+);
+apiserver::protobuf_tags_test!(
+    fischer_protobuf_tags,
+    fischer_codec(),
+    "tests/protobuf-tags/fischers.txt"
+);
