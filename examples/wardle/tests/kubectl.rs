@@ -321,6 +321,25 @@ async fn kubectl_serves_flunders_and_fischers() {
         "{table}"
     );
     assert_eq!(table.lines().count(), 4, "{table}");
+    // Printer columns per served version: each shows the fields its version has.
+    let beta = server.ok(&["get", FLUNDERS_V1BETA1, "fished"], None);
+    let lines: Vec<Vec<&str>> = beta
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["NAME", "FLUNDER", "FISCHER", "AGE"], "{beta}");
+    assert_eq!(lines[1][..3], ["fished", "<none>", "banner"], "{beta}");
+    let alpha = server.ok(&["get", FLUNDERS_V1ALPHA1, "fished"], None);
+    let lines: Vec<Vec<&str>> = alpha
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        ["NAME", "REFERENCE", "REFERENCE", "TYPE", "AGE"],
+        "{alpha}"
+    );
+    assert_eq!(lines[1][..3], ["fished", "banner", "Fischer"], "{alpha}");
     let list = server.json(&["get", "fischers", "-o", "json"]);
     assert_eq!(
         list["items"][0]["disallowedFlunders"],
