@@ -36,8 +36,8 @@ impl IncludeObject {
     }
 }
 
-/// The column definitions of a table of `T` with the printer columns `printer` (the served version's).
-pub(crate) fn columns<T: Resource>(printer: &[PrinterColumn]) -> Vec<TableColumnDefinition> {
+/// The column definitions of a table with the printer columns `printer` (the served version's).
+pub(crate) fn columns(printer: &[PrinterColumn]) -> Vec<TableColumnDefinition> {
     let mut columns = vec![TableColumnDefinition {
         name: "Name".into(),
         type_: "string".into(),
@@ -76,7 +76,7 @@ pub(crate) fn table<T: Resource>(
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Table {
         metadata,
-        column_definitions: columns::<T>(codec.printer_columns(version)),
+        column_definitions: columns(codec.printer_columns(version)),
         rows,
     })
 }
