@@ -16,6 +16,7 @@
 //! assert_eq!(program.evaluate(&activation).unwrap(), apiserver_cel::Value::Bool(true));
 //! ```
 
+mod check;
 mod convert;
 mod cost;
 pub mod escaping;
@@ -25,6 +26,7 @@ mod mutation;
 mod program;
 
 pub use cel::Value;
+pub use check::CelType;
 pub use convert::{
     json_to_value, json_to_value_with_schema, value_to_json, value_to_json_with_schema,
 };

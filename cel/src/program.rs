@@ -1,5 +1,6 @@
 //! Compiling and evaluating expressions.
 
+use crate::check::CelType;
 use crate::cost::{self, Meter};
 use crate::estimate::{self, CostEstimate, VariableSchema};
 use crate::{convert, library};
@@ -136,6 +137,10 @@ pub enum CompileError {
          maxProperties, and maxLength where arrays, maps, and strings are declared)"
     )]
     CostExceedsBudget { factor: String },
+    /// The expression does not type-check against its variables' schemas (see [`Program::check`]): cel-go's
+    /// `ERROR: <input>:LINE:COLUMN: ...` lines.
+    #[error("{0}")]
+    Check(String),
 }
 
 /// Why an evaluation failed. Displayed with upstream's texts where it has fixed ones (`no such key: x`,
@@ -225,10 +230,7 @@ impl Program {
     }
 
     fn parse(source: &str, object_literals: bool) -> Result<Program, CompileError> {
-        let mut parsed = env()
-            .parser()
-            .parse(source)
-            .map_err(|e| CompileError::Syntax(e.to_string()))?;
+        let mut parsed = env().parser().parse(source).map_err(syntax_error)?;
         if depth_exceeds(&parsed, MAX_EXPRESSION_DEPTH) {
             return Err(CompileError::TooDeep);
         }
@@ -280,6 +282,22 @@ impl Program {
         }
     }
 
+    /// Type-checks the expression with `variables` bound to data of their schemas, as cel-go's checker does before
+    /// Kubernetes admits a rule: the type it evaluates to (`dyn` where the schemas leave it open), or
+    /// [`CompileError::Check`] with cel-go's texts (`undefined field 'nope'`, `found no matching overload for
+    /// '_>_' applied to '(int, string)'`, `undeclared reference to 'x' (in container '')`). Unknowns are `dyn`, so
+    /// what cel-go accepts is never refused here.
+    pub fn check(&self, variables: &[VariableSchema<'_>]) -> Result<CelType, CompileError> {
+        with_stack(|| {
+            let (expr, info) = env()
+                .parser()
+                .parse_with_source_info(&self.source)
+                .map_err(syntax_error)?;
+            crate::check::check(&self.source, &expr, &info, variables, &declared)
+                .map_err(CompileError::Check)
+        })
+    }
+
     /// Estimates the most this expression can cost, from what `variables` say about the data bound to them (their
     /// schemas' `maxItems`, `maxLength`, `maxProperties`), as upstream's estimator does before admitting a rule.
     pub fn estimate_cost(&self, variables: &[VariableSchema<'_>]) -> CostEstimate {
@@ -311,6 +329,38 @@ impl Program {
             });
         }
         Ok(())
+    }
+}
+
+/// A parse error with cel-go's layout: the source line and the caret line each indented by ` | `.
+fn syntax_error(e: cel::ParseErrors) -> CompileError {
+    CompileError::Syntax(e.to_string().replace("\n| ", "\n | "))
+}
+
+/// Whether the environment declares a function `name` (as a member function when `member`): asked of the
+/// interpreter by calling it without arguments, which fails with "undeclared reference" only when it is not.
+fn declared(name: &str, member: bool) -> bool {
+    use cel::common::ast::{CallExpr, Expr, LiteralValue};
+    let call = IdedExpr {
+        id: 1,
+        expr: Expr::Call(CallExpr {
+            func_name: name.to_owned(),
+            target: member.then(|| {
+                Box::new(IdedExpr {
+                    id: 2,
+                    expr: Expr::Literal(LiteralValue::Null),
+                })
+            }),
+            args: Vec::new(),
+        }),
+    };
+    let context = Context::with_env(Arc::clone(env()));
+    // a function called without its arguments may fail any way it likes, panics included: only "undeclared" counts
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Value::resolve(&call, &context)
+    })) {
+        Ok(Err(ExecutionError::UndeclaredReference(n))) => n.as_str() != name,
+        _ => true,
     }
 }
 

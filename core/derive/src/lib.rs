@@ -61,6 +61,9 @@ pub fn derive_hub(input: TokenStream) -> TokenStream {
 ///   paths are relative to this struct; upstream's hand-written `Convert_*` functions) instead of field by field,
 ///   for a version whose fields do not map one to one onto the hub's. Field attributes then only carry patch
 ///   metadata.
+/// - `printcolumn(name = "...", type_ = "...", json_path = "...", ...)` (repeatable, as on the hub): this
+///   version's printer columns, in place of the hub's, as a CRD declares `additionalPrinterColumns` per version.
+///   Each path is checked against this version's schema when the server starts.
 ///
 /// Field attributes:
 ///
@@ -165,6 +168,63 @@ struct PrintColumn {
     priority: i32,
 }
 
+/// Parses `printcolumn(name = "...", type_ = "...", json_path = "...", ...)`.
+fn print_column(meta: &syn::meta::ParseNestedMeta) -> syn::Result<PrintColumn> {
+    let mut column = PrintColumn {
+        name: String::new(),
+        type_: String::new(),
+        format: String::new(),
+        description: String::new(),
+        json_path: String::new(),
+        priority: 0,
+    };
+    let string = |meta: &syn::meta::ParseNestedMeta| -> syn::Result<String> {
+        Ok(meta.value()?.parse::<LitStr>()?.value())
+    };
+    meta.parse_nested_meta(|inner| {
+        if inner.path.is_ident("name") {
+            column.name = string(&inner)?;
+        } else if inner.path.is_ident("type_") || inner.path.is_ident("type") {
+            column.type_ = string(&inner)?;
+        } else if inner.path.is_ident("format") {
+            column.format = string(&inner)?;
+        } else if inner.path.is_ident("description") {
+            column.description = string(&inner)?;
+        } else if inner.path.is_ident("json_path") {
+            column.json_path = string(&inner)?;
+        } else if inner.path.is_ident("priority") {
+            column.priority = inner.value()?.parse::<LitInt>()?.base10_parse()?;
+        } else {
+            return Err(inner.error(
+                "unknown printcolumn attribute; expected name, type_, json_path, format, description or priority",
+            ));
+        }
+        Ok(())
+    })?;
+    if column.name.is_empty() || column.type_.is_empty() || column.json_path.is_empty() {
+        return Err(meta.error("printcolumn needs name, type_ and json_path"));
+    }
+    Ok(column)
+}
+
+/// A `PrinterColumn` value.
+fn column_tokens(column: &PrintColumn) -> TokenStream2 {
+    let PrintColumn {
+        name,
+        type_,
+        format,
+        description,
+        json_path,
+        priority,
+    } = column;
+    quote! {
+        ::apiserver::runtime::PrinterColumn {
+            name: #name, type_: #type_, format: #format, description: #description,
+            json_path: #json_path, priority: #priority,
+        }
+    }
+}
+
 fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
     let fields = named_fields(&input)?;
     if !fields
@@ -260,37 +320,7 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
                 let lit = meta.value()?.parse::<LitStr>()?;
                 selectable.push((lit.value(), lit.span()));
             } else if meta.path.is_ident("printcolumn") {
-                let mut column = PrintColumn {
-                    name: String::new(),
-                    type_: String::new(),
-                    format: String::new(),
-                    description: String::new(),
-                    json_path: String::new(),
-                    priority: 0,
-                };
-                meta.parse_nested_meta(|inner| {
-                    if inner.path.is_ident("name") {
-                        column.name = string(&inner)?;
-                    } else if inner.path.is_ident("type_") || inner.path.is_ident("type") {
-                        column.type_ = string(&inner)?;
-                    } else if inner.path.is_ident("format") {
-                        column.format = string(&inner)?;
-                    } else if inner.path.is_ident("description") {
-                        column.description = string(&inner)?;
-                    } else if inner.path.is_ident("json_path") {
-                        column.json_path = string(&inner)?;
-                    } else if inner.path.is_ident("priority") {
-                        column.priority = inner.value()?.parse::<LitInt>()?.base10_parse()?;
-                    } else {
-                        return Err(inner.error(
-                            "unknown printcolumn attribute; expected name, type_, json_path, format, description or priority",
-                        ));
-                    }
-                    Ok(())
-                })?;
-                if column.name.is_empty() || column.type_.is_empty() || column.json_path.is_empty() {
-                    return Err(meta.error("printcolumn needs name, type_ and json_path"));
-                }
+                let column = print_column(&meta)?;
                 columns.push(column);
             } else {
                 return Err(meta.error(
@@ -317,22 +347,7 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
     } else {
         quote!(Cluster)
     };
-    let columns = columns.iter().map(|c| {
-        let PrintColumn {
-            name,
-            type_,
-            format,
-            description,
-            json_path,
-            priority,
-        } = c;
-        quote! {
-            ::apiserver::runtime::PrinterColumn {
-                name: #name, type_: #type_, format: #format, description: #description,
-                json_path: #json_path, priority: #priority,
-            }
-        }
-    });
+    let columns = columns.iter().map(column_tokens);
     let selectable_arms = selectable
         .iter()
         .map(|(path, span)| {
@@ -723,6 +738,7 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
     let mut whole_to_hub: Option<Path> = None;
     let mut whole_from_hub: Option<Path> = None;
     let mut struct_rules = Vec::new();
+    let mut columns = Vec::new();
     for attr in input
         .attrs
         .iter()
@@ -743,9 +759,12 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
                 whole_from_hub = Some(meta.value()?.parse::<LitStr>()?.parse()?);
             } else if meta.path.is_ident("validation") {
                 struct_rules.push(validation_rule(&meta, quote!(schema))?);
+            } else if meta.path.is_ident("printcolumn") {
+                columns.push(print_column(&meta)?);
             } else {
                 return Err(meta.error(
-                    "unknown versioned attribute; expected hub, version, default, lossless, to_hub, from_hub or validation",
+                    "unknown versioned attribute; expected hub, version, default, lossless, to_hub, from_hub, \
+                     validation or printcolumn",
                 ));
             }
             Ok(())
@@ -898,14 +917,21 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
         }
     };
     let Some(version) = version else {
-        if default.is_some() || lossless {
+        if default.is_some() || lossless || !columns.is_empty() {
             return Err(syn::Error::new(
                 Span::call_site(),
-                "`default` and `lossless` need `version` (they apply to root objects)",
+                "`default`, `lossless` and `printcolumn` need `version` (they apply to root objects)",
             ));
         }
         return Ok(conversions);
     };
+    let printer_columns = (!columns.is_empty()).then(|| {
+        let columns = columns.iter().map(column_tokens);
+        quote! {
+            const PRINTER_COLUMNS: ::std::option::Option<&'static [::apiserver::runtime::PrinterColumn]> =
+                ::std::option::Option::Some(&[#(#columns),*]);
+        }
+    });
     let set_defaults = default.map(|f| {
         quote! {
             fn set_defaults(&mut self) -> ::std::result::Result<(), ::apiserver::runtime::ConversionError> {
@@ -931,6 +957,7 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
             type Hub = #hub;
             const VERSION: &'static str = #version;
             const LOSSLESS: bool = #lossless;
+            #printer_columns
 
             #set_defaults
 

@@ -125,6 +125,9 @@ pub enum StartError {
     /// A type's CEL validation rules do not compile, or could cost more than upstream allows.
     #[error("CEL validation rules of {0}")]
     Rules(String),
+    /// A version's printer column is not a valid column of its schema.
+    #[error("printer columns of {0}")]
+    PrinterColumns(String),
     /// `--controllers` names a controller the server does not have.
     #[error("--controllers: {0}")]
     Controllers(String),
@@ -396,6 +399,9 @@ impl Assembly {
         codec
             .check_rules()
             .map_err(|errors| StartError::Rules(format!("{}: {}", T::KIND, errors.join("; "))))?;
+        codec.check_printer_columns().map_err(|errors| {
+            StartError::PrinterColumns(format!("{}: {}", T::KIND, errors.join("; ")))
+        })?;
         let codec = match self
             .storage_versions
             .remove(&format!("{}.{}", T::PLURAL, T::GROUP))

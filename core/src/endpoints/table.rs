@@ -1,5 +1,6 @@
 //! `as=Table`: server-side printing for `kubectl get`, as upstream's CRD table convertor does it: Name, the printer
-//! columns declared on the type (cells read by JSONPath from the object in the requested version), and Age (what
+//! columns of the requested version (its own, or the hub's; cells read by JSONPath from the object in that
+//! version), and Age (what
 //! users of CRDs see; upstream's generic registry shows "Created At" instead).
 
 use serde_json::Value;
@@ -35,8 +36,8 @@ impl IncludeObject {
     }
 }
 
-/// The column definitions of `T`'s table.
-pub(crate) fn columns<T: Resource>() -> Vec<TableColumnDefinition> {
+/// The column definitions of a table with the printer columns `printer` (the served version's).
+pub(crate) fn columns(printer: &[PrinterColumn]) -> Vec<TableColumnDefinition> {
     let mut columns = vec![TableColumnDefinition {
         name: "Name".into(),
         type_: "string".into(),
@@ -44,7 +45,7 @@ pub(crate) fn columns<T: Resource>() -> Vec<TableColumnDefinition> {
         description: NAME_DESCRIPTION.into(),
         priority: 0,
     }];
-    columns.extend(T::PRINTER_COLUMNS.iter().map(|c| TableColumnDefinition {
+    columns.extend(printer.iter().map(|c| TableColumnDefinition {
         name: c.name.into(),
         type_: c.type_.into(),
         format: c.format.into(),
@@ -75,7 +76,7 @@ pub(crate) fn table<T: Resource>(
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Table {
         metadata,
-        column_definitions: columns::<T>(),
+        column_definitions: columns(codec.printer_columns(version)),
         rows,
     })
 }
@@ -92,7 +93,12 @@ fn row<T: Resource>(
     let value: Value = serde_json::from_slice(&json).map_err(ApiError::internal)?;
     let meta = object.metadata();
     let mut cells = vec![Value::String(meta.name.clone())];
-    cells.extend(T::PRINTER_COLUMNS.iter().map(|c| cell(c, &value)));
+    cells.extend(
+        codec
+            .printer_columns(version)
+            .iter()
+            .map(|c| cell(c, &value)),
+    );
     cells.push(
         meta.creation_timestamp
             .as_ref()

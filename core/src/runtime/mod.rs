@@ -1,6 +1,7 @@
 //! Objects and their types: group/version/kind names, the hub/versioned traits the derives implement,
 //! field-by-field conversion, and the list wrapper.
 
+mod columns;
 mod convert;
 mod gvk;
 pub(crate) mod json_patch;

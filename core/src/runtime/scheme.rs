@@ -9,7 +9,8 @@ use crate::codec::{self, ApiVersionKind, CodecError, FieldValidation, MediaType}
 use crate::meta::ListMeta;
 
 use super::{
-    ConversionError, GroupKind, GroupResource, GroupVersion, GroupVersionKind, List, Resource,
+    ConversionError, GroupKind, GroupResource, GroupVersion, GroupVersionKind, List, PrinterColumn,
+    Resource,
     Scope, Versioned,
 };
 use crate::go_quote;
@@ -118,6 +119,8 @@ trait VersionCodec<H>: Send + Sync {
     /// Whether the schema declares CEL validation rules.
     fn has_rules(&self) -> bool;
     fn protobuf_tags(&self) -> Vec<(String, u32)>;
+    /// The printer columns of this version's tables: its own, or the hub's.
+    fn printer_columns(&self) -> &'static [PrinterColumn];
 }
 
 struct VersionOf<V: Versioned> {
@@ -223,6 +226,10 @@ impl<V: Versioned> VersionCodec<V::Hub> for VersionOf<V> {
 
     fn patch_schema(&self) -> &serde_json::Value {
         self.schema.get_or_init(V::openapi_schema)
+    }
+
+    fn printer_columns(&self) -> &'static [PrinterColumn] {
+        V::PRINTER_COLUMNS.unwrap_or(<V::Hub as Resource>::PRINTER_COLUMNS)
     }
 
     fn has_rules(&self) -> bool {
@@ -801,6 +808,34 @@ impl<H: Resource> ResourceCodec<H> {
                 let name = version.version();
                 errors.extend(found.into_iter().map(|e| format!("{name}: {e}")));
             }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The printer columns of `version`'s tables (its own, or the hub's); the hub's for a version not served.
+    pub fn printer_columns(&self, version: &str) -> &'static [PrinterColumn] {
+        self.find(version)
+            .map_or(H::PRINTER_COLUMNS, |v| v.printer_columns())
+    }
+
+    /// Checks every served version's printer columns against that version's schema, as kube-apiserver checks a
+    /// CRD's `additionalPrinterColumns` (a type it knows, a simple JSON path) and further: the path must lead
+    /// through fields the schema declares, so a misspelt or absent field is refused at start instead of showing an
+    /// empty column. Each error names the version by its index, as upstream's CRD validation does.
+    pub fn check_printer_columns(&self) -> Result<(), Vec<String>> {
+        let mut errors = Vec::new();
+        for (index, version) in self.versions.iter().enumerate() {
+            super::columns::check(
+                version.printer_columns(),
+                version.patch_schema(),
+                &format!("spec.versions[{index}]"),
+                version.version(),
+                &mut errors,
+            );
         }
         if errors.is_empty() {
             Ok(())

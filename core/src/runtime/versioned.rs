@@ -29,6 +29,11 @@ pub trait Versioned:
     /// (`#[versioned(lossless)]`). See [`ResourceCodec::version`](super::ResourceCodec::version).
     const LOSSLESS: bool = false;
 
+    /// This version's printer columns (`#[apiserver::served(..., printcolumn(...))]`), as a CRD declares
+    /// `additionalPrinterColumns` per version: a field may be absent or typed differently in another version.
+    /// `None` uses the hub's ([`Resource::PRINTER_COLUMNS`]).
+    const PRINTER_COLUMNS: Option<&'static [super::PrinterColumn]> = None;
+
     /// Applies this version's defaults to a value decoded from the wire.
     fn set_defaults(&mut self) -> Result<(), ConversionError> {
         Ok(())

@@ -399,3 +399,91 @@ async fn a_count_of_copies_that_is_not_a_number_is_refused_naming_it() {
 
     library.stop().await;
 }
+
+/// A type whose v1 has a CEL rule that cannot evaluate, and whose v2 has a printer column naming a field it does
+/// not have: the server refuses to start with either, naming the rule or the column, as kube-apiserver refuses such
+/// a CRD (tests/fixtures/crd_checks in the core crate).
+mod broken {
+    use apiserver::meta::ObjectMeta;
+
+    #[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
+    #[resource(group = "shelves.example.com", kind = "Shelf", namespaced)]
+    pub struct Shelf {
+        pub metadata: ObjectMeta,
+        pub spec: ShelfSpec,
+    }
+
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct ShelfSpec {
+        pub slots: i64,
+    }
+
+    pub mod v1 {
+        use apiserver::meta::ObjectMeta;
+
+        #[apiserver::served(hub = "super::Shelf", version = "v1")]
+        pub struct Shelf {
+            pub metadata: ObjectMeta,
+            pub spec: ShelfSpec,
+        }
+
+        #[apiserver::served(hub = "super::ShelfSpec")]
+        pub struct ShelfSpec {
+            #[versioned(validation(rule = "self > 0 && self.nope"))]
+            pub slots: i64,
+        }
+    }
+
+    pub mod v2 {
+        use apiserver::meta::ObjectMeta;
+
+        #[apiserver::served(
+            hub = "super::Shelf",
+            version = "v2",
+            printcolumn(name = "Slots", type_ = "integer", json_path = ".spec.slot")
+        )]
+        pub struct Shelf {
+            pub metadata: ObjectMeta,
+            pub spec: ShelfSpec,
+        }
+
+        #[apiserver::served(hub = "super::ShelfSpec")]
+        pub struct ShelfSpec {
+            pub slots: i64,
+        }
+    }
+
+    pub struct Shelves;
+
+    impl apiserver::registry::Strategy<Shelf> for Shelves {}
+}
+
+#[apiserver::tokio::test(crate = "apiserver::tokio")]
+async fn a_rule_or_printer_column_that_cannot_work_refuses_to_start() {
+    use apiserver::app::App;
+    use apiserver::clap::Parser;
+    use apiserver::runtime::ResourceCodec;
+    use library_apiserver::Options;
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let options = Options::parse_from(["shelves", "--secure-port=0", "--data-dir", data]);
+    let mut app = App::new("shelves", options.server).open().await.unwrap();
+    let codec = ResourceCodec::<broken::Shelf>::new().version::<broken::v1::Shelf>();
+    let refused = app.store(codec, broken::Shelves).err().unwrap().to_string();
+    assert_eq!(
+        refused,
+        "CEL validation rules of Shelf: v1: openAPIV3Schema.properties[spec].properties[slots].\
+         x-kubernetes-validations[0].rule: Invalid value: {\"Rule\":\"self \\u003e 0 \\u0026\\u0026 self.nope\",\
+         \"Message\":\"\",\"MessageExpression\":\"\",\"Reason\":null,\"FieldPath\":\"\",\"OptionalOldSelf\":null}: \
+         compilation failed: ERROR: <input>:1:17: type 'int' does not support field selection\n \
+         | self > 0 && self.nope\n | ................^"
+    );
+    let codec = ResourceCodec::<broken::Shelf>::new().version::<broken::v2::Shelf>();
+    let refused = app.store(codec, broken::Shelves).err().unwrap().to_string();
+    assert_eq!(
+        refused,
+        "printer columns of Shelf: spec.versions[0].additionalPrinterColumns[0].JSONPath: Invalid value: \
+         \".spec.slot\": no field \"slot\" in the schema of version v2"
+    );
+}

@@ -5,7 +5,19 @@ use apiserver::meta::{Condition, ObjectMeta};
 use crate::wardle::{self, FISCHER_REFERENCE, FLUNDER_REFERENCE};
 
 /// A flunder.
-#[apiserver::served(hub = "wardle::Flunder", version = "v1alpha1", default = "defaults")]
+///
+/// `kubectl get` shows the reference as this version writes it (a name and its type); v1beta1 has its own columns.
+#[apiserver::served(
+    hub = "wardle::Flunder",
+    version = "v1alpha1",
+    default = "defaults",
+    printcolumn(name = "Reference", type_ = "string", json_path = ".spec.reference"),
+    printcolumn(
+        name = "Reference Type",
+        type_ = "string",
+        json_path = ".spec.referenceType"
+    )
+)]
 pub struct Flunder {
     pub metadata: ObjectMeta,
     pub spec: FlunderSpec,

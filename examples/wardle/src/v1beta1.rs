@@ -5,7 +5,22 @@ use apiserver::meta::{Condition, ObjectMeta};
 use crate::wardle;
 
 /// A flunder.
-#[apiserver::served(hub = "wardle::Flunder", version = "v1beta1")]
+///
+/// `kubectl get` shows one column per kind of reference, the fields this version has.
+#[apiserver::served(
+    hub = "wardle::Flunder",
+    version = "v1beta1",
+    printcolumn(
+        name = "Flunder",
+        type_ = "string",
+        json_path = ".spec.flunderReference"
+    ),
+    printcolumn(
+        name = "Fischer",
+        type_ = "string",
+        json_path = ".spec.fischerReference"
+    )
+)]
 pub struct Flunder {
     pub metadata: ObjectMeta,
     pub spec: FlunderSpec,

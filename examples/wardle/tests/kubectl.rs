@@ -279,6 +279,27 @@ async fn kubectl_serves_flunders_and_fischers() {
         "{table}"
     );
     assert_eq!(table.lines().count(), 5, "{table}");
+    // Printer columns per served version: each shows the fields its version has.
+    let beta = server.ok(&["get", FLUNDERS_V1BETA1, "fished"]).await;
+    let lines: Vec<Vec<&str>> = beta
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["NAME", "FLUNDER", "FISCHER", "AGE"], "{beta}");
+    // the Flunder cell is empty: "banner" stands under FISCHER
+    let (header, row) = (beta.lines().next().unwrap(), beta.lines().nth(1).unwrap());
+    assert_eq!(header.find("FISCHER"), row.find("banner"), "{beta}");
+    let alpha = server.ok(&["get", FLUNDERS_V1ALPHA1, "fished"]).await;
+    let lines: Vec<Vec<&str>> = alpha
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        ["NAME", "REFERENCE", "REFERENCE", "TYPE", "AGE"],
+        "{alpha}"
+    );
+    assert_eq!(lines[1][..3], ["fished", "banner", "Fischer"], "{alpha}");
     let list = json(&server, &["get", "fischers", "-o", "json"]).await;
     assert_eq!(
         list["items"][0]["disallowedFlunders"],
