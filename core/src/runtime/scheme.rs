@@ -10,8 +10,7 @@ use crate::meta::ListMeta;
 
 use super::{
     ConversionError, GroupKind, GroupResource, GroupVersion, GroupVersionKind, List, PrinterColumn,
-    Resource,
-    Scope, Versioned,
+    Resource, Scope, Versioned,
 };
 use crate::go_quote;
 use crate::validation::ErrorList;

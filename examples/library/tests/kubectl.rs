@@ -394,7 +394,8 @@ async fn a_count_of_copies_that_is_not_a_number_is_refused_naming_it() {
         .stdin(json.to_string())
         .fails()
         .await;
-    let cause = r#"spec.copies: Invalid value: "a dozen": must be a number of copies, e.g. "12 copies""#;
+    let cause =
+        r#"spec.copies: Invalid value: "a dozen": must be a number of copies, e.g. "12 copies""#;
     assert!(refused.contains(cause), "{refused}");
 
     library.stop().await;

@@ -19,7 +19,9 @@ const BANNED: &str = "this name may not be used, please change the resource name
 async fn wait(server: &TestServer, condition: &str, name: &str) {
     let flunder = format!("flunder/{name}");
     let condition = format!("--for=condition={condition}");
-    let out = server.ok(&["wait", &condition, &flunder, "--timeout=20s"]).await;
+    let out = server
+        .ok(&["wait", &condition, &flunder, "--timeout=20s"])
+        .await;
     assert_eq!(
         out.trim(),
         format!("flunder.wardle.example.com/{name} condition met")
@@ -162,7 +164,11 @@ async fn kubectl_serves_flunders_and_fischers() {
     );
     // The flunder-ready controller: `Ready` is False while the flunder referred to is missing, True once it exists.
     wait(&server, "Ready=false", "my-first-flunder").await;
-    let ready = json(&server, &["get", "flunder", "my-first-flunder", "-o", "json"]).await;
+    let ready = json(
+        &server,
+        &["get", "flunder", "my-first-flunder", "-o", "json"],
+    )
+    .await;
     let condition = &ready["status"]["conditions"][0];
     assert_eq!(
         (
@@ -180,7 +186,7 @@ async fn kubectl_serves_flunders_and_fischers() {
     assert!(condition["lastTransitionTime"].is_string(), "{ready}");
     server
         .kubectl(&create)
-        .stdin(&flunder("v1beta1", "other", serde_json::json!({})))
+        .stdin(flunder("v1beta1", "other", serde_json::json!({})))
         .ok()
         .await;
     wait(&server, "Ready", "my-first-flunder").await;
