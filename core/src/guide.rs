@@ -45,8 +45,18 @@
 //! debug = "line-tables-only"
 //! ```
 //!
-//! <!-- TODO(build weight): the framework's cargo features (tracing export, the core cluster client, CEL and
-//! policies, audit webhook, each backend) and the recommended [profile.dev] go here. -->
+//! The framework's cargo features are all on by default, so every flag of upstream's generic apiserver works:
+//! `cluster` (kube-rs and k8s-openapi: delegated authentication and authorization behind kube-apiserver,
+//! `--kubeconfig`, NamespaceLifecycle, ResourceQuota, admission webhooks and policies, leader election on a Lease,
+//! the audit webhook; turns `cel` on), `cel` (validation rules) and `otel` (trace export). A standalone server
+//! needs none of them: `apiserver = { ..., default-features = false }` compiles about 100 fewer crates (add
+//! `features = ["cel"]` for types with rules). A flag of a feature the binary was built without is refused at
+//! start, naming the feature. Outside this workspace, also keep dependencies' debug info out of debug builds:
+//!
+//! ```toml
+//! [profile.dev.package."*"]
+//! debug = false
+//! ```
 //!
 //! `src/main.rs` is one line: [`main!`](crate::main) parses the command line into the options `start` takes,
 //! sets up logs and traces, prints the banner and serves until SIGINT or SIGTERM (`start` is in 9.):
@@ -118,11 +128,16 @@
 //! # fn main() {}
 //! ```
 //!
-//! <!-- TODO(printer columns per version): columns move to each served version (as a CRD's
-//! additionalPrinterColumns), their JSON paths checked against that version's schema; show it here and in 3. -->
+//! Columns declared on the hub are used by every served version that declares none; a version whose fields
+//! differ declares its own (`#[apiserver::served(..., printcolumn(...))]`), as a CRD's per-version
+//! `additionalPrinterColumns`. Every column's `json_path` is checked against its version's schema when the server
+//! starts: a misspelt field stops the server instead of showing an empty column.
 //!
-//! <!-- TODO(conditions): `apiserver::meta::Condition` with set/find/remove/is_true helpers; ItemStatus gets
-//! `conditions: Vec<Condition>` (a `Ready` condition) instead of `phase`, here, in 3. and in 8. -->
+//! For conditions, use [`Condition`](crate::meta::Condition) (upstream's `metav1.Condition`, with its schema,
+//! descriptions and list-map merge by `type`) in the hub and every version (`conditions: Vec<Condition>`), and
+//! [`set_status_condition`](crate::meta::set_status_condition) from a controller: it keeps `lastTransitionTime`
+//! while the status does not change, as apimachinery's `meta.SetStatusCondition`. `examples/wardle`'s
+//! `flunder-ready` controller shows the pattern.
 //!
 //! # 3. Served versions
 //!
@@ -225,8 +240,11 @@
 //! # fn main() {}
 //! ```
 //!
-//! <!-- TODO(fallible conversions): conversion functions may return a field error (the 422 names the path and the
-//! value the client sent); show a v1beta1 field that cannot always be converted. -->
+//! A conversion function may refuse a value: return `Result<T, E>` where `E` converts into
+//! [`ConversionError`](crate::runtime::ConversionError) (e.g. `ConversionError::invalid(value, "must be ...")`, a
+//! `FieldError` or an `ErrorList`). The framework prefixes the field's JSON path, and a request body that does not
+//! convert is a 422 as upstream's (`spec.copies: Invalid value: "a dozen": must be a number of copies`), through
+//! every media type, patches and apply; nothing is written. `examples/library`'s v1 `copies` does this.
 //!
 //! A served version may also declare `default = "path::fn"` (its defaults, run on decoded input before
 //! conversion), `lossless` (a version that cannot say all the hub says keeps the rest in an annotation, as
@@ -272,7 +290,7 @@
 //!     ResourceCodec::new()
 //!         .version::<v1::Item>()
 //!         .version::<v1beta1::Item>()
-//!         .storage_version("v1beta1")
+//!         .storage_version::<v1beta1::Item>()
 //! }
 //! # fn main() {
 //! #     let codec = item_codec();
@@ -280,7 +298,8 @@
 //! # }
 //! ```
 //!
-//! <!-- TODO(typed storage version): `.storage_version::<v1beta1::Item>()` replaces the string. -->
+//! The storage version is named by its type, so the compiler checks that it is a version of this kind
+//! (`--storage-version items.inventory.example.com=v1` still overrides it at start, for a storage migration).
 //!
 //! # 5. Validation
 //!
@@ -364,8 +383,9 @@
 //! A `scale` subresource is declared the same way (`#[resource(scale(spec_replicas = ".spec.replicas",
 //! status_replicas = ".status.replicas", label_selector = ".status.selector"))]`, see `examples/pizza`'s `Oven`).
 //!
-//! <!-- TODO(conditions): the status's `Ready` condition written with `apiserver::meta::Condition`'s helpers
-//! (`lastTransitionTime` kept while the status does not change), and `kubectl wait --for=condition=Ready`. -->
+//! A status with conditions (`conditions: Vec<Condition>`, see 2.) makes `kubectl wait --for=condition=Ready
+//! item/x` work: the controller of 8. would call `set_status_condition` with a `Ready` condition instead of
+//! writing `phase`.
 //!
 //! # 7. Admission
 //!
@@ -408,7 +428,8 @@
 //!         self.0.has_synced().await
 //!     }
 //!
-//!     async fn check(&self, attributes: &Attributes, item: &Item) -> Result<(), ApiError> {
+//!     // `old` is the stored item on update (upstream's `GetOldObject()`), `None` on create.
+//!     async fn check(&self, attributes: &Attributes, item: &Item, _old: Option<&Item>) -> Result<(), ApiError> {
 //!         match self.0.get(None, &item.spec.warehouse).await? {
 //!             Some(_) => Ok(()),
 //!             None => Err(attributes.forbidden(format!("warehouse {:?} does not exist", item.spec.warehouse))),
@@ -446,7 +467,7 @@
 //! # pub struct ItemStatus { pub reserved: i64, pub phase: String }
 //! use apiserver::async_trait;
 //! use apiserver::controller::{Controller, ObjectKey, Reconciler};
-//! use apiserver::registry::{ApiError, ListRequest, NoAdmission, Store, UpdatedObject};
+//! use apiserver::registry::{ApiError, ListRequest, Store, UpdatedObject, WriteOptions};
 //! use apiserver::server::ShutdownSignal;
 //!
 //! /// The controller's name in `--controllers`, in logs and in its post-start hook.
@@ -487,22 +508,22 @@
 //!         let namespace = key.namespace.as_deref();
 //!         let item = match self.items.get(namespace, &key.name, None).await {
 //!             Ok(item) => item,
-//!             Err(e) if e.code == 404 => return Ok(()), // deleted since: nothing to do
+//!             Err(e) if e.is_not_found() => return Ok(()), // deleted since: nothing to do
 //!             Err(e) => return Err(e),
 //!         };
 //!         let capacity = match self.warehouses.get(None, &item.spec.warehouse, None).await {
 //!             Ok(warehouse) => Some(warehouse.spec.capacity),
-//!             Err(e) if e.code == 404 => None,
+//!             Err(e) if e.is_not_found() => None,
 //!             Err(e) => return Err(e),
 //!         };
 //!         if desired(&item, capacity) == item.status {
 //!             return Ok(());
 //!         }
 //!         let update = Reserve { capacity };
-//!         // (the two `false`s: force_allow_create, dry_run)
-//!         match self.items.status().update(namespace, &key.name, &update, &NoAdmission, false, false).await {
+//!         // no admission, a real write, no create: `WriteOptions { dry_run: true, ..Default::default() }` to try
+//!         match self.items.status().update(namespace, &key.name, &update, WriteOptions::default()).await {
 //!             Ok(_) => Ok(()),
-//!             Err(e) if e.code == 404 => Ok(()),
+//!             Err(e) if e.is_not_found() => Ok(()),
 //!             Err(e) => Err(e),
 //!         }
 //!     }
@@ -534,7 +555,8 @@
 //! # fn main() {}
 //! ```
 //!
-//! <!-- TODO(controller writes): an options struct for controller writes replaces `&NoAdmission, false, false`. -->
+//! Errors are matched with predicates as apimachinery's `errors.IsNotFound`: `is_not_found`, `is_conflict`,
+//! `is_already_exists`, `is_invalid`, ... on [`ApiError`](crate::registry::ApiError).
 //!
 //! # 9. The server and its backend
 //!
@@ -571,7 +593,7 @@
 //! # pub struct WarehouseExists(pub apiserver::admission::Lister<Warehouse>);
 //! # #[apiserver::async_trait]
 //! # impl apiserver::admission::KindCheck<Item> for WarehouseExists {
-//! #     async fn check(&self, _: &apiserver::admission::Attributes, _: &Item) -> Result<(), apiserver::registry::ApiError> { Ok(()) }
+//! #     async fn check(&self, _: &apiserver::admission::Attributes, _: &Item, _: Option<&Item>) -> Result<(), apiserver::registry::ApiError> { Ok(()) }
 //! # }
 //! # mod controller {
 //! #     pub const RESERVATION_CONTROLLER: &str = "item-reservation";
@@ -647,9 +669,6 @@
 //! behind this choice are in the repository's `docs/backends.md`; writing a backend is in
 //! [`storage`](crate::storage) and the crate's top page.
 //!
-//! <!-- TODO(default backend): if the framework's backends move behind cargo features of `apiserver`, say here
-//! which feature each needs. -->
-//!
 //! # 10. Tests
 //!
 //! Two tests every server should have, in its `tests/` directory. The first is one line per kind:
@@ -695,8 +714,7 @@
 //! #     fn join_tags(tags: &[String]) -> String { tags.join(",") }
 //! # }
 //! # pub fn item_codec() -> ResourceCodec<Item> {
-//! #     ResourceCodec::new().version::<v1::Item>().version::<v1beta1::Item>().storage_version("v1beta1")
-//! # }
+//! #     ResourceCodec::new().version::<v1::Item>().version::<v1beta1::Item>().storage_version::<v1beta1::Item>()
 //! # pub struct ItemStrategy;
 //! # impl Strategy<Item> for ItemStrategy {
 //! #     fn validate(&self, item: &Item) -> ErrorList {
@@ -726,68 +744,28 @@
 //! # use apiserver::app::{StartError, Started};
 //! # pub type Options = apiserver::app::Options;
 //! # async fn start(_: Options) -> Result<Started, StartError> { unimplemented!() }
-//! use std::process::Command;
-//!
-//! use apiserver::clap::Parser;
+//! use apiserver::testing::TestServer;
 //!
 //! const BERLIN: &str = r#"{"apiVersion": "inventory.example.com/v1", "kind": "Warehouse",
 //!   "metadata": {"name": "berlin"}, "spec": {"capacity": 100}}"#;
 //!
 //! #[apiserver::tokio::test(crate = "apiserver::tokio", flavor = "multi_thread")]
 //! async fn warehouses_are_validated() {
-//!     let dir = tempfile::tempdir().unwrap();
-//!     let data = dir.path().to_str().unwrap();
-//!     let options = Options::parse_from(["inventory-apiserver", "--secure-port=0", "--data-dir", data]);
-//!     let started = start(options).await.expect("the server starts");
-//!     let kubeconfig = started.kubeconfig.clone();
-//!     let (stop, stopped) = apiserver::tokio::sync::oneshot::channel::<()>();
-//!     let server = apiserver::tokio::spawn(started.server.run(async {
-//!         let _ = stopped.await;
-//!     }));
-//!     // kubectl blocks: run it off the runtime's worker threads, once the server is ready.
-//!     let kubectl = move |args: &[&str], stdin: Option<String>| {
-//!         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-//!         let kubeconfig = kubeconfig.clone();
-//!         apiserver::tokio::task::spawn_blocking(move || {
-//!             use std::io::Write;
-//!             let mut child = Command::new("kubectl")
-//!                 .arg("--kubeconfig")
-//!                 .arg(&kubeconfig)
-//!                 .args(&args)
-//!                 .stdin(std::process::Stdio::piped())
-//!                 .stdout(std::process::Stdio::piped())
-//!                 .stderr(std::process::Stdio::piped())
-//!                 .spawn()
-//!                 .expect("kubectl on PATH");
-//!             if let Some(input) = stdin {
-//!                 child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-//!             }
-//!             child.wait_with_output().unwrap()
-//!         })
-//!     };
-//!     while !kubectl(&["get", "--raw", "/readyz"], None).await.unwrap().status.success() {
-//!         apiserver::tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-//!     }
-//!
-//!     let created = kubectl(&["create", "-f", "-"], Some(BERLIN.to_string())).await.unwrap();
-//!     assert!(created.status.success(), "{created:?}");
+//!     // `start` of 9., on a free loopback port and a temporary data dir; more flags after the kit's own
+//!     let server = TestServer::start(start, &["--storage-backend=sqlite"]).await;
+//!     server.kubectl(&["create", "-f", "-"]).stdin(BERLIN).ok().await;
 //!     // The CEL rule of 3.: a 422 naming the field.
 //!     let empty = BERLIN.replace("berlin", "empty").replace("100", "0");
-//!     let refused = kubectl(&["create", "-f", "-"], Some(empty)).await.unwrap();
-//!     let stderr = String::from_utf8_lossy(&refused.stderr);
+//!     let stderr = server.kubectl(&["create", "-f", "-"]).stdin(empty).fails().await;
 //!     assert!(stderr.contains("spec.capacity: Invalid value: \"integer\": capacity must be positive"), "{stderr}");
-//!
-//!     stop.send(()).unwrap();
-//!     server.await.unwrap().unwrap();
+//!     server.stop().await;
 //! }
 //! # fn main() {}
 //! ```
 //!
-//! `examples/library/tests/kubectl.rs`, `examples/wardle/tests/kubectl.rs` and the newcomer's
-//! `inventory-apiserver` follow this shape.
-//!
-//! <!-- TODO(test kit): `apiserver::testing` starts the server in-process on any backend and gives a kubeconfig, a
-//! client and a kubectl runner: replace the block above with it (≤ 30 lines). -->
+//! `apiserver::testing::TestServer` (feature `testing`) also gives the kubeconfig, a kube-rs
+//! client (`client().await`) and the data directory. `examples/library/tests/kubectl.rs` and
+//! `examples/wardle/tests/kubectl.rs` use it.
 //!
 //! Beyond these: a backend proves itself with the conformance suite
 //! (`apiserver::storage_conformance!`, feature `testing`); `apiserver::envtest` (feature `testing`) starts a real
