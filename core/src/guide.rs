@@ -715,6 +715,7 @@
 //! # }
 //! # pub fn item_codec() -> ResourceCodec<Item> {
 //! #     ResourceCodec::new().version::<v1::Item>().version::<v1beta1::Item>().storage_version::<v1beta1::Item>()
+//! # }
 //! # pub struct ItemStrategy;
 //! # impl Strategy<Item> for ItemStrategy {
 //! #     fn validate(&self, item: &Item) -> ErrorList {
