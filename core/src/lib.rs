@@ -163,8 +163,6 @@ pub mod validation;
 pub mod warning;
 
 pub use apiserver_derive::{Hub, Versioned, served};
-/// Go's `strconv.Quote` (and `%q`), for upstream's messages: one implementation for the workspace.
-pub(crate) use apiserver_gotext::quote as go_quote;
 
 // Re-exported for the code the derives generate and so that users need no direct dependency on them.
 pub use async_trait::async_trait;

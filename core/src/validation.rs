@@ -133,7 +133,7 @@ pub trait FieldValue {
 /// Strings are quoted as Go's `%q` does (`"a\x00"`), so control characters show as upstream shows them.
 impl FieldValue for str {
     fn render(&self) -> String {
-        crate::go_quote(self)
+        apiserver_gotext::quote(self)
     }
 }
 

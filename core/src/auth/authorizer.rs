@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 
 use super::{SYSTEM_PRIVILEGED_GROUP, User};
-use crate::go_quote;
+use apiserver_gotext::quote as go_quote;
 
 /// Paths every user may read without asking the authorizer. Upstream's delegating authorization allows the
 /// health paths; the discovery, version and OpenAPI paths are what upstream's RBAC grants

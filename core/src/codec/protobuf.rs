@@ -166,8 +166,8 @@ impl ApiVersionKind {
     pub fn go_repr(&self) -> String {
         format!(
             "runtime.TypeMeta{{APIVersion:{}, Kind:{}}}",
-            crate::go_quote(&self.api_version),
-            crate::go_quote(&self.kind)
+            apiserver_gotext::quote(&self.api_version),
+            apiserver_gotext::quote(&self.kind)
         )
     }
 }

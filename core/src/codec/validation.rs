@@ -13,7 +13,7 @@
 //! value wins, objects merge) and records each duplicate's path and position, the merged tree is
 //! decoded through [`Tracked`] again, and the two lists are merged in document order.
 
-use crate::go_quote;
+use apiserver_gotext::quote as go_quote;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};

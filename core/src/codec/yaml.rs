@@ -16,7 +16,7 @@ use serde_saphyr::Spanned;
 use super::CodecError;
 use super::json::{ApiVersionKind, Decoded, TypedObject, decode_json, peek_json_type_meta};
 use super::validation::FieldValidation;
-use crate::go_quote;
+use apiserver_gotext::quote as go_quote;
 
 /// Deepest nesting accepted, the same as the JSON decoder's.
 const MAX_DEPTH: usize = 128;

@@ -48,7 +48,7 @@ impl Params {
             Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(Some(false)),
             Some(other) => Err(ApiError::bad_request(format!(
                 "strconv.ParseBool: parsing {}: invalid syntax",
-                crate::go_quote(other)
+                apiserver_gotext::quote(other)
             ))),
         }
     }
@@ -60,7 +60,7 @@ impl Params {
             Some(value) => value.parse::<i64>().map(Some).map_err(|_| {
                 ApiError::bad_request(format!(
                     "strconv.ParseInt: parsing {}: invalid syntax",
-                    crate::go_quote(value)
+                    apiserver_gotext::quote(value)
                 ))
             }),
         }
@@ -138,7 +138,7 @@ pub(crate) fn parse_resource_version(value: &str) -> Result<Option<u64>, ApiErro
         return Ok(None);
     }
     value.parse::<u64>().map(Some).map_err(|_| {
-        let quoted = crate::go_quote(value);
+        let quoted = apiserver_gotext::quote(value);
         ApiError::bad_request(format!(
             "resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: invalid syntax"
         ))

@@ -370,25 +370,6 @@ impl JsonSchema for Condition {
     }
 }
 
-/// A list of conditions is a map keyed by `type`, as upstream's `conditions` fields declare it (`patchStrategy=merge`,
-/// `patchMergeKey=type`, `+listType=map`, `+listMapKey=type`); attributes on the field take precedence.
-impl crate::runtime::PatchMetadata for Condition {
-    fn annotate_schema(_: &mut Value) {}
-
-    fn annotate_list(list: &mut Value) {
-        if let Value::Object(map) = list {
-            for (key, value) in [
-                ("x-kubernetes-patch-strategy", Value::from("merge")),
-                ("x-kubernetes-patch-merge-key", Value::from("type")),
-                ("x-kubernetes-list-type", Value::from("map")),
-                ("x-kubernetes-list-map-keys", Value::from(vec!["type"])),
-            ] {
-                map.entry(key).or_insert(value);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -635,23 +616,5 @@ mod tests {
         for bad in ["", "_a", "a,", "a:", "a-b", "é"] {
             assert!(!is_condition_reason(bad), "{bad}");
         }
-    }
-
-    #[test]
-    fn a_list_of_conditions_is_a_map_by_type() {
-        use crate::runtime::PatchMetadata;
-        let mut schema = serde_json::json!({ "type": "array", "items": {} });
-        <Vec<Condition>>::annotate_schema(&mut schema);
-        assert_eq!(schema["x-kubernetes-list-type"], "map");
-        assert_eq!(
-            schema["x-kubernetes-list-map-keys"],
-            serde_json::json!(["type"])
-        );
-        assert_eq!(schema["x-kubernetes-patch-strategy"], "merge");
-        assert_eq!(schema["x-kubernetes-patch-merge-key"], "type");
-        // A field's own attributes win.
-        let mut schema = serde_json::json!({ "type": "array", "x-kubernetes-list-type": "atomic" });
-        <Vec<Condition>>::annotate_schema(&mut schema);
-        assert_eq!(schema["x-kubernetes-list-type"], "atomic");
     }
 }

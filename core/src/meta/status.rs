@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ListMeta;
 use super::json::{is_zero_i32, null_as_default, typed_json};
-use crate::go_quote;
+use apiserver_gotext::quote as go_quote;
 
 /// Upstream's `StatusReason` values: why a request failed, in machine-readable form.
 pub mod reason {

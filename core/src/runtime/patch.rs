@@ -142,6 +142,25 @@ pub fn set_map_type(field: &mut Value, map_type: &str) {
 #[doc(hidden)]
 pub struct PatchProbe<T: ?Sized>(PhantomData<fn() -> Box<T>>);
 
+/// A list of conditions is a map keyed by `type`, as upstream's `conditions` fields declare it (`patchStrategy=merge`,
+/// `patchMergeKey=type`, `+listType=map`, `+listMapKey=type`); attributes on the field take precedence.
+impl PatchMetadata for crate::meta::Condition {
+    fn annotate_schema(_: &mut Value) {}
+
+    fn annotate_list(list: &mut Value) {
+        if let Value::Object(map) = list {
+            for (key, value) in [
+                ("x-kubernetes-patch-strategy", Value::from("merge")),
+                ("x-kubernetes-patch-merge-key", Value::from("type")),
+                ("x-kubernetes-list-type", Value::from("map")),
+                ("x-kubernetes-list-map-keys", Value::from(vec!["type"])),
+            ] {
+                map.entry(key).or_insert(value);
+            }
+        }
+    }
+}
+
 impl<T: ?Sized> PatchProbe<T> {
     #[doc(hidden)]
     pub fn new() -> Self {
@@ -201,5 +220,22 @@ mod tests {
         let before = schema.clone();
         (&&PatchProbe::<Vec<String>>::new()).annotate_field(&mut schema);
         assert_eq!(schema, before);
+    }
+
+    #[test]
+    fn a_list_of_conditions_is_a_map_by_type() {
+        let mut schema = serde_json::json!({ "type": "array", "items": {} });
+        <Vec<crate::meta::Condition>>::annotate_schema(&mut schema);
+        assert_eq!(schema["x-kubernetes-list-type"], "map");
+        assert_eq!(
+            schema["x-kubernetes-list-map-keys"],
+            serde_json::json!(["type"])
+        );
+        assert_eq!(schema["x-kubernetes-patch-strategy"], "merge");
+        assert_eq!(schema["x-kubernetes-patch-merge-key"], "type");
+        // A field's own attributes win.
+        let mut schema = serde_json::json!({ "type": "array", "x-kubernetes-list-type": "atomic" });
+        <Vec<crate::meta::Condition>>::annotate_schema(&mut schema);
+        assert_eq!(schema["x-kubernetes-list-type"], "atomic");
     }
 }

@@ -12,7 +12,7 @@ use super::{
     ConversionError, GroupKind, GroupResource, GroupVersion, GroupVersionKind, List, PrinterColumn,
     Resource, Scope, Versioned,
 };
-use crate::go_quote;
+use apiserver_gotext::quote as go_quote;
 use crate::validation::ErrorList;
 
 /// A request body decoded into the hub, with the warnings field validation produced.

@@ -7,7 +7,7 @@
 //! The REST layer parses `labelSelector` with [`LabelSelector::parse`]; storage evaluates it on attributes the
 //! layer above extracts (see [`super::Predicate`]).
 
-use crate::go_quote;
+use apiserver_gotext::quote as go_quote;
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -11,7 +11,7 @@ use axum::response::Response;
 use super::request_info::request_uri;
 use crate::audit::{AuditContext, DECISION_ANNOTATION, REASON_ANNOTATION};
 use crate::auth::{Attributes, Authorizer, Decision, User};
-use crate::go_quote;
+use apiserver_gotext::quote as go_quote;
 use crate::meta::Status;
 use crate::metrics::Metrics;
 use crate::request::RequestInfo;

@@ -24,7 +24,7 @@ pub async fn with_request_info(
         }
         Err(e) => internal_error(&format!(
             "Internal Server Error: {}: failed to create RequestInfo: {e}",
-            crate::go_quote(&request_uri(request.uri()))
+            apiserver_gotext::quote(&request_uri(request.uri()))
         )),
     }
 }
