@@ -23,7 +23,6 @@ use std::fmt;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::Time;
 use super::json::{is_zero_i64, null_as_default};
