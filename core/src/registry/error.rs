@@ -1,10 +1,10 @@
 //! API errors: what a request failed with, as upstream's `k8s.io/apimachinery/pkg/api/errors` builds it, so that
 //! clients see the same `Status` code, reason, message and details a Go server would send.
 
-use apiserver_gotext::quote as go_quote;
 use crate::runtime::{GroupKind, GroupResource, Resource};
 use crate::storage::StorageError;
 use crate::validation::ErrorList;
+use apiserver_gotext::quote as go_quote;
 
 /// One cause in `Status.details.causes`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

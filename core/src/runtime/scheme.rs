@@ -12,8 +12,8 @@ use super::{
     ConversionError, GroupKind, GroupResource, GroupVersion, GroupVersionKind, List, PrinterColumn,
     Resource, Scope, Versioned,
 };
-use apiserver_gotext::quote as go_quote;
 use crate::validation::ErrorList;
+use apiserver_gotext::quote as go_quote;
 
 /// A request body decoded into the hub, with the warnings field validation produced.
 #[derive(Debug)]

@@ -220,7 +220,10 @@ impl HealthEndpoint {
             }
         }
         if !excluded.is_empty() {
-            let quoted: Vec<String> = excluded.iter().map(|n| apiserver_gotext::quote(n)).collect();
+            let quoted: Vec<String> = excluded
+                .iter()
+                .map(|n| apiserver_gotext::quote(n))
+                .collect();
             output.push_str(&format!(
                 "warn: some health checks cannot be excluded: no matches for {}\n",
                 quoted.join(",")

@@ -11,11 +11,11 @@ use axum::response::Response;
 use super::request_info::request_uri;
 use crate::audit::{AuditContext, DECISION_ANNOTATION, REASON_ANNOTATION};
 use crate::auth::{Attributes, Authorizer, Decision, User};
-use apiserver_gotext::quote as go_quote;
 use crate::meta::Status;
 use crate::metrics::Metrics;
 use crate::request::RequestInfo;
 use crate::server::status::{internal_error, status_response};
+use apiserver_gotext::quote as go_quote;
 
 /// Lets allowed requests through; the rest get 403 `Forbidden`, or 500 if the authorizer failed.
 pub async fn authorize(
