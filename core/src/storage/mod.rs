@@ -182,24 +182,51 @@ impl std::fmt::Debug for Preconditions {
 }
 
 /// The try-update step of [`Storage::guaranteed_update`]: given the current object (`None` when it does not
-/// exist and `ignore_not_found` is set), return the new bytes, or an error to abort. It may run several times
-/// (once per conflict), and is async so the layer above can run admission inside it.
+/// exist and `ignore_not_found` is set), return the new value, or an error to abort. It may run several times
+/// (once per conflict), and is async so the layer above can run admission inside it. An implementation that needs
+/// to know, once the update is over, what its last run decided (the registry's update and delete flows) keeps that
+/// in itself: the last run is the one the storage acted on.
 ///
-/// Any `FnMut(Option<StoredObject>) -> impl Future<Output = Result<Bytes, StorageError>>` closure implements it.
+/// Any `FnMut(Option<StoredObject>) -> impl Future<Output = Result<V, StorageError>>` closure implements it, where
+/// `V` is [`NewValue`] or [`Bytes`] (always written).
 #[async_trait]
 pub trait TryUpdate: Send {
     /// Computes the new value from the current one.
-    async fn try_update(&mut self, current: Option<StoredObject>) -> Result<Bytes, StorageError>;
+    async fn try_update(&mut self, current: Option<StoredObject>)
+    -> Result<NewValue, StorageError>;
 }
 
 #[async_trait]
-impl<F, Fut> TryUpdate for F
+impl<F, Fut, V> TryUpdate for F
 where
     F: FnMut(Option<StoredObject>) -> Fut + Send,
-    Fut: Future<Output = Result<Bytes, StorageError>> + Send,
+    Fut: Future<Output = Result<V, StorageError>> + Send,
+    V: Into<NewValue>,
 {
-    async fn try_update(&mut self, current: Option<StoredObject>) -> Result<Bytes, StorageError> {
-        (self)(current).await
+    async fn try_update(
+        &mut self,
+        current: Option<StoredObject>,
+    ) -> Result<NewValue, StorageError> {
+        (self)(current).await.map(Into::into)
+    }
+}
+
+/// What one run of a [`TryUpdate`] decided to do with the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NewValue {
+    /// Store these bytes (nothing is written when they equal the stored ones).
+    Write(Bytes),
+    /// Write nothing and end the update: [`Storage::guaranteed_update`] answers the current object, as for
+    /// unchanged bytes (a decision made on a cached guess is first confirmed against the live object, and made
+    /// again on it if the guess was stale). Keeping a key that does not exist fails with
+    /// [`StorageError::KeyNotFound`]: there is nothing to answer. The registry keeps when an update turns into a
+    /// delete (emptied finalizers) or a delete finds nothing to mark.
+    Keep,
+}
+
+impl From<Bytes> for NewValue {
+    fn from(bytes: Bytes) -> Self {
+        NewValue::Write(bytes)
     }
 }
 
@@ -372,7 +399,7 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Optimistically updates `key`: read (or take `cached_existing` as a guess), check `preconditions`, run
     /// `try_update`, write if the revision is unchanged, retry on conflict. If the new bytes equal the stored
-    /// bytes nothing is written and the current object is returned. With `ignore_not_found`, a missing key passes
+    /// bytes, or `try_update` answers [`NewValue::Keep`], nothing is written and the current object is returned. With `ignore_not_found`, a missing key passes
     /// `None` to `try_update` and the result is created. [`optimistic::guaranteed_update`] implements it on a
     /// backend's conditional writes.
     async fn guaranteed_update(

@@ -9,7 +9,8 @@
 //!   now (the backend hands it back with the conflict, so a conflict costs no extra read).
 //! - A failure computed against the cached guess is not final: the key is read once, and the loop starts again from
 //!   the live object if its revision differs; otherwise the failure stands.
-//! - When the new bytes equal the stored ones nothing is written and the current object is returned.
+//! - When the new bytes equal the stored ones, or `try_update` keeps the object ([`NewValue::Keep`]), nothing is
+//!   written and the current object is returned (a cached guess is confirmed first, as for a failure).
 //! - With `ignore_not_found`, a missing key passes `None` to `try_update` and the result is created if the key is
 //!   still absent.
 //!
@@ -20,7 +21,9 @@
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{Preconditions, StorageError, StoredObject, TryUpdate, ValidateDeletion, validate_key};
+use super::{
+    NewValue, Preconditions, StorageError, StoredObject, TryUpdate, ValidateDeletion, validate_key,
+};
 
 /// What a conditional write of an [`OptimisticStore`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,7 +109,11 @@ pub async fn guaranteed_update<S: OptimisticStore + ?Sized>(
                 return Err(store.key_not_found(key, state.seen).await);
             }
             // Create on update.
-            let new = try_update.try_update(None).await?;
+            let new = match try_update.try_update(None).await? {
+                NewValue::Write(new) => new,
+                // Nothing to keep.
+                NewValue::Keep => return Err(store.key_not_found(key, state.seen).await),
+            };
             match store.create_if_absent(key, new).await? {
                 Outcome::Written(obj) | Outcome::Unchanged(obj) => return Ok(obj),
                 Outcome::Conflict(live) => {
@@ -122,7 +129,14 @@ pub async fn guaranteed_update<S: OptimisticStore + ?Sized>(
             continue;
         }
         let new = match try_update.try_update(Some(cur.clone())).await {
-            Ok(new) => new,
+            Ok(NewValue::Write(new)) => new,
+            Ok(NewValue::Keep) => {
+                // As for unchanged bytes: a cached state is confirmed before it is answered.
+                if !state.from_cache || state.confirm(store, key, &cur).await? {
+                    return Ok(cur);
+                }
+                continue;
+            }
             Err(e) => {
                 state.stale_or_fail(store, key, &cur, e).await?;
                 continue;
@@ -452,6 +466,41 @@ mod tests {
         assert_eq!(got, live);
         assert_eq!(seen, ["a", "b"]);
         assert_eq!(fake.state().writes, 0);
+    }
+
+    #[tokio::test]
+    async fn keep_writes_nothing_and_answers_the_live_object() {
+        let fake = Fake::with("a");
+        let mut keep = |_: Option<StoredObject>| ready(Ok(NewValue::Keep));
+        let got = guaranteed_update(&fake, KEY, false, None, &mut keep, None)
+            .await
+            .unwrap();
+        assert_eq!(Some(got), fake.current());
+        assert_eq!(fake.counts(), (1, 0));
+
+        // Decided on a stale guess: decided again on the live object, which is answered.
+        let stale = fake.current();
+        let live = fake.put("b");
+        let mut seen = Vec::new();
+        let mut keep = |cur: Option<StoredObject>| {
+            seen.push(cur.unwrap().value);
+            ready(Ok(NewValue::Keep))
+        };
+        let got = guaranteed_update(&fake, KEY, false, None, &mut keep, stale)
+            .await
+            .unwrap();
+        assert_eq!(got, live);
+        assert_eq!(seen, ["a", "b"]);
+        assert_eq!(fake.state().writes, 0);
+
+        // Nothing to keep: not found, and nothing is created.
+        let fake = Fake::default();
+        let mut keep = |_: Option<StoredObject>| ready(Ok(NewValue::Keep));
+        let err = guaranteed_update(&fake, KEY, true, None, &mut keep, None)
+            .await
+            .unwrap_err();
+        assert!(err.is_not_found(), "{err}");
+        assert_eq!((fake.current(), fake.state().writes), (None, 0));
     }
 
     #[tokio::test]

@@ -11,8 +11,9 @@ use futures::future::{Ready, ready};
 
 use crate::storage::{
     AllowDeletion, Attrs, AttrsFn, EventType, FieldSelector, GetOptions, LabelSelector,
-    ListOptions, ListResult, Preconditions, Predicate, ResourceKeys, ResourceVersionMatch, Storage,
-    StorageError, StoredObject, UidFn, WatchEvent, WatchOptions, WatchStream, decode_continue,
+    ListOptions, ListResult, NewValue, Preconditions, Predicate, ResourceKeys,
+    ResourceVersionMatch, Storage, StorageError, StoredObject, UidFn, WatchEvent, WatchOptions,
+    WatchStream, decode_continue,
 };
 
 type Store = Arc<dyn Storage>;
@@ -604,6 +605,47 @@ pub async fn guaranteed_update_checks_stored_data(store: Store) {
         .expect("noop cached");
     assert_eq!(u, o);
     assert_eq!(read(&store, &key).await.expect("get").revision, o.revision);
+    expect_sentinel_next(&store, &mut w, &format!("{p}/sentinel")).await;
+}
+
+/// A try-update that keeps the object writes nothing and answers the live object; decided on a stale cached guess,
+/// it is decided again on the live object; on a missing key it fails with not found and creates nothing.
+pub async fn guaranteed_update_keep(store: Store) {
+    let p = prefix();
+    let key = format!("{p}/foo");
+    let stale = create_obj(&store, &key, plain("foo", "a")).await;
+    let live = set(&store, &key, plain("foo", "b")).await;
+    let mut w = open_watch(&store, &p, from(live.revision, true)).await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let mut keep = move |cur: Option<StoredObject>| {
+        s.lock().expect("lock").push(cur.map(|o| data_of(&o.value)));
+        ready(Ok(NewValue::Keep))
+    };
+    let kept = store
+        .guaranteed_update(&key, false, None, &mut keep, Some(stale))
+        .await
+        .expect("keep");
+    assert_eq!(
+        kept, live,
+        "keeping answers the live object at its revision"
+    );
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        vec![Some("a".to_string()), Some("b".to_string())]
+    );
+    let missing = format!("{p}/missing");
+    let err = store
+        .guaranteed_update(&missing, true, None, &mut keep, None)
+        .await
+        .expect_err("nothing to keep");
+    assert!(err.is_not_found(), "{err}");
+    assert!(
+        read(&store, &missing)
+            .await
+            .is_err_and(|e| e.is_not_found())
+    );
+    assert_eq!(read(&store, &key).await.expect("get"), live);
     expect_sentinel_next(&store, &mut w, &format!("{p}/sentinel")).await;
 }
 
