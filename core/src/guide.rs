@@ -445,11 +445,16 @@
 //! [`Controller`](crate::controller::Controller) watches the stores it is given and queues the keys of objects
 //! that changed (`owns`: the object's own key; `watches`: keys a function derives from a related object, here the
 //! items of a warehouse whose capacity changed); a [`Reconciler`](crate::controller::Reconciler) brings one object
-//! to the state it should have, and is retried with backoff when it fails. It writes through the same
-//! [`Store`](crate::registry::Store) the API serves, here its status subresource, with optimistic concurrency:
-//! the [`UpdatedObject`](crate::registry::UpdatedObject) computes the new object from the current one, again after
-//! a conflict. Controllers are registered by name (9.): `--controllers=*,-item-reservation` turns one off, and
-//! among replicas only the elected leader runs them.
+//! to the state it should have, and is retried with backoff when it fails. It reads with
+//! [`Store::find`](crate::registry::Store::find) (`None`: the object is gone, nothing to do) and writes through the
+//! same [`Store`](crate::registry::Store) the API serves, here its status subresource, with
+//! [`modify`](crate::registry::Store::modify): read, change, write with optimistic concurrency, again on the object
+//! as it is after a conflict; nothing is written when the change changes nothing, and `None` comes back when the
+//! object was deleted meanwhile. (For admission or a dry run, [`Store::update`](crate::registry::Store::update)
+//! takes an [`UpdatedObject`](crate::registry::UpdatedObject), which a closure
+//! `|current: Option<&Item>| -> Result<Item, ApiError>` is, and [`WriteOptions`](crate::registry::WriteOptions).)
+//! Controllers are registered by name (9.): `--controllers=*,-item-reservation` turns one off, and among replicas
+//! only the elected leader runs them.
 //!
 //! ```
 //! # use apiserver::meta::ObjectMeta;
@@ -465,9 +470,8 @@
 //! # pub struct ItemSpec { pub quantity: i64, pub warehouse: String, pub tags: Vec<String> }
 //! # #[derive(Clone, Debug, Default, PartialEq)]
 //! # pub struct ItemStatus { pub reserved: i64, pub phase: String }
-//! use apiserver::async_trait;
 //! use apiserver::controller::{Controller, ObjectKey, Reconciler};
-//! use apiserver::registry::{ApiError, ListRequest, Store, UpdatedObject, WriteOptions};
+//! use apiserver::registry::{ApiError, ListRequest, Store};
 //! use apiserver::server::ShutdownSignal;
 //!
 //! /// The controller's name in `--controllers`, in logs and in its post-start hook.
@@ -506,26 +510,13 @@
 //! impl Reconciler for Reservations {
 //!     async fn reconcile(&self, key: &ObjectKey) -> Result<(), ApiError> {
 //!         let namespace = key.namespace.as_deref();
-//!         let item = match self.items.get(namespace, &key.name, None).await {
-//!             Ok(item) => item,
-//!             Err(e) if e.is_not_found() => return Ok(()), // deleted since: nothing to do
-//!             Err(e) => return Err(e),
+//!         let Some(item) = self.items.find(namespace, &key.name).await? else {
+//!             return Ok(()); // deleted since: nothing to do
 //!         };
-//!         let capacity = match self.warehouses.get(None, &item.spec.warehouse, None).await {
-//!             Ok(warehouse) => Some(warehouse.spec.capacity),
-//!             Err(e) if e.is_not_found() => None,
-//!             Err(e) => return Err(e),
-//!         };
-//!         if desired(&item, capacity) == item.status {
-//!             return Ok(());
-//!         }
-//!         let update = Reserve { capacity };
-//!         // no admission, a real write, no create: `WriteOptions { dry_run: true, ..Default::default() }` to try
-//!         match self.items.status().update(namespace, &key.name, &update, WriteOptions::default()).await {
-//!             Ok(_) => Ok(()),
-//!             Err(e) if e.is_not_found() => Ok(()),
-//!             Err(e) => Err(e),
-//!         }
+//!         let capacity = self.warehouses.find(None, &item.spec.warehouse).await?.map(|w| w.spec.capacity);
+//!         // computed on the item as it is when written (again after a conflict)
+//!         self.items.status().modify(namespace, &key.name, |item| item.status = desired(item, capacity)).await?;
+//!         Ok(())
 //!     }
 //! }
 //!
@@ -537,20 +528,6 @@
 //!         Some(_) => (item.spec.quantity, "Reserved"),
 //!     };
 //!     ItemStatus { reserved, phase: phase.to_string() }
-//! }
-//!
-//! /// The status update, computed on the item as it is when written.
-//! struct Reserve {
-//!     capacity: Option<i64>,
-//! }
-//!
-//! #[async_trait]
-//! impl UpdatedObject<Item> for Reserve {
-//!     async fn updated(&self, current: Option<&Item>) -> Result<Item, ApiError> {
-//!         let mut item = current.cloned().unwrap_or_default(); // status updates never create: None is a 404
-//!         item.status = desired(&item, self.capacity);
-//!         Ok(item)
-//!     }
 //! }
 //! # fn main() {}
 //! ```

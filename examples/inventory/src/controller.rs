@@ -1,10 +1,9 @@
 //! The `item-reservation` controller: reserves each item's units in its warehouse (at most the warehouse's
 //! capacity) and says so in `status.reserved` and a `Ready` condition.
 
-use apiserver::async_trait;
 use apiserver::controller::{Controller, ObjectKey, Reconciler};
 use apiserver::meta::{Condition, ConditionStatus, set_status_condition};
-use apiserver::registry::{ApiError, ListRequest, Store, UpdatedObject, WriteOptions};
+use apiserver::registry::{ApiError, ListRequest, Store};
 use apiserver::server::ShutdownSignal;
 
 use crate::types::{Item, Warehouse};
@@ -37,27 +36,16 @@ struct Reservations {
 impl Reconciler for Reservations {
     async fn reconcile(&self, key: &ObjectKey) -> Result<(), ApiError> {
         let namespace = key.namespace.as_deref();
-        let item = match self.items.get(namespace, &key.name, None).await {
-            Err(e) if e.is_not_found() => return Ok(()),
-            item => item?,
-        };
-        let capacity = match self.warehouses.get(None, &item.spec.warehouse, None).await {
-            Err(e) if e.is_not_found() => None,
-            warehouse => Some(warehouse?.spec.capacity),
-        };
-        if reserve(item.clone(), capacity) == item {
-            return Ok(());
-        }
-        let update = Reserve { capacity };
-        match self.items.status().update(namespace, &key.name, &update, WriteOptions::default()).await {
-            Err(e) if e.is_not_found() => Ok(()),
-            written => written.map(drop),
-        }
+        let Some(item) = self.items.find(namespace, &key.name).await? else { return Ok(()) };
+        let capacity = self.warehouses.find(None, &item.spec.warehouse).await?.map(|w| w.spec.capacity);
+        // Computed on the item as it is when written (again after a conflict); nothing is written when it is right.
+        self.items.status().modify(namespace, &key.name, |item| reserve(item, capacity)).await?;
+        Ok(())
     }
 }
 
-/// The item with the status it should have, given its warehouse's capacity (None: no such warehouse).
-fn reserve(mut item: Item, capacity: Option<i64>) -> Item {
+/// Gives the item the status it should have, given its warehouse's capacity (None: no such warehouse).
+fn reserve(item: &mut Item, capacity: Option<i64>) {
     let quantity = item.spec.quantity.max(0);
     let (reserved, ready, reason, message) = match capacity {
         None => (0, false, "WarehouseNotFound", format!("warehouse {} does not exist", item.spec.warehouse)),
@@ -68,17 +56,4 @@ fn reserve(mut item: Item, capacity: Option<i64>) -> Item {
     let ready = Condition::new("Ready", status, reason, message).observed_at(item.metadata.generation);
     item.status.reserved = reserved;
     set_status_condition(&mut item.status.conditions, ready);
-    item
-}
-
-/// The status update, computed on the item as it is when written (it may run again after a conflict).
-struct Reserve {
-    capacity: Option<i64>,
-}
-
-#[async_trait]
-impl UpdatedObject<Item> for Reserve {
-    async fn updated(&self, current: Option<&Item>) -> Result<Item, ApiError> {
-        Ok(reserve(current.cloned().unwrap_or_default(), self.capacity))
-    }
 }

@@ -2,9 +2,8 @@
 //! in-process controller keeps it current, through the status subresource, when a pizza is written or a
 //! topping's cost changes; users cannot set it (the main resource ignores status).
 
-use apiserver::async_trait;
 use apiserver::controller::{Controller, ObjectKey, Reconciler};
-use apiserver::registry::{ApiError, ListRequest, Store, UpdatedObject, WriteOptions};
+use apiserver::registry::{ApiError, ListRequest, Store};
 use apiserver::server::ShutdownSignal;
 
 use crate::restaurant::{Pizza, Topping};
@@ -55,52 +54,29 @@ struct CostReconciler {
 impl Reconciler for CostReconciler {
     async fn reconcile(&self, key: &ObjectKey) -> Result<(), ApiError> {
         let namespace = key.namespace.as_deref();
-        let pizza = match self.pizzas.get(namespace, &key.name, None).await {
-            Ok(pizza) => pizza,
-            Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(e),
+        let Some(pizza) = self.pizzas.find(namespace, &key.name).await? else {
+            return Ok(()); // deleted since: nothing to do
         };
         let mut cost = 0.0;
         for topping in &pizza.spec.toppings {
-            match self.toppings.get(None, &topping.name, None).await {
-                Ok(found) => cost += found.spec.cost * f64::from(topping.quantity),
-                // A topping deleted since: it costs nothing until it exists again (its creation requeues).
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e),
+            // A topping deleted since costs nothing until it exists again (its creation requeues).
+            if let Some(found) = self.toppings.find(None, &topping.name).await? {
+                cost += found.spec.cost * f64::from(topping.quantity);
             }
         }
         if pizza.status.cost == cost {
             return Ok(());
         }
-        let written = self
-            .pizzas
+        // The cost of these toppings, on the pizza if it still has them (a pizza changed since is reconciled again).
+        let set_cost = |current: &mut Pizza| {
+            if current.spec == pizza.spec {
+                current.status.cost = cost;
+            }
+        };
+        self.pizzas
             .status()
-            .update(
-                namespace,
-                &key.name,
-                &SetCost { pizza, cost },
-                WriteOptions::default(),
-            )
-            .await;
-        match written {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-/// The status update: the cost, on the pizza as read (a pizza changed since conflicts and is reconciled again).
-struct SetCost {
-    pizza: Pizza,
-    cost: f64,
-}
-
-#[async_trait]
-impl UpdatedObject<Pizza> for SetCost {
-    async fn updated(&self, _current: Option<&Pizza>) -> Result<Pizza, ApiError> {
-        let mut pizza = self.pizza.clone();
-        pizza.status.cost = self.cost;
-        Ok(pizza)
+            .modify(namespace, &key.name, set_cost)
+            .await?;
+        Ok(())
     }
 }

@@ -6,10 +6,9 @@
 //! as a change of generation: the condition does not record an observed generation, or every write would make
 //! the next one.
 
-use apiserver::async_trait;
 use apiserver::controller::{Controller, ObjectKey, Reconciler};
 use apiserver::meta::{Condition, ConditionStatus, set_status_condition};
-use apiserver::registry::{ApiError, ListRequest, Store, UpdatedObject, WriteOptions};
+use apiserver::registry::{ApiError, ListRequest, Store};
 use apiserver::server::ShutdownSignal;
 
 use crate::wardle::{FISCHER_REFERENCE, FLUNDER_REFERENCE, Fischer, Flunder, READY};
@@ -79,12 +78,12 @@ impl ReadyReconciler {
         let (kind, found) = match spec.reference_type.as_str() {
             FLUNDER_REFERENCE => {
                 let namespace = Some(flunder.metadata.namespace.as_str());
-                let read = self.flunders.get(namespace, &spec.flunder_reference, None);
-                ("flunder", exists(read.await)?)
+                let read = self.flunders.find(namespace, &spec.flunder_reference);
+                ("flunder", read.await?.is_some())
             }
             FISCHER_REFERENCE => {
-                let read = self.fischers.get(None, &spec.fischer_reference, None);
-                ("fischer", exists(read.await)?)
+                let read = self.fischers.find(None, &spec.fischer_reference);
+                ("fischer", read.await?.is_some())
             }
             _ => {
                 let message = "the flunder refers to nothing";
@@ -110,51 +109,23 @@ impl ReadyReconciler {
     }
 }
 
-/// Whether a read found its object.
-fn exists<T>(read: Result<T, ApiError>) -> Result<bool, ApiError> {
-    match read {
-        Ok(_) => Ok(true),
-        Err(e) if e.code == 404 => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
 impl Reconciler for ReadyReconciler {
     async fn reconcile(&self, key: &ObjectKey) -> Result<(), ApiError> {
         let namespace = key.namespace.as_deref();
-        let flunder = match self.flunders.get(namespace, &key.name, None).await {
-            Ok(flunder) => flunder,
-            Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(e),
+        let Some(flunder) = self.flunders.find(namespace, &key.name).await? else {
+            return Ok(()); // deleted since: nothing to do
         };
         let ready = self.readiness(&flunder).await?;
-        let mut conditions = flunder.status.conditions.clone();
-        if !set_status_condition(&mut conditions, ready.clone()) {
-            return Ok(());
-        }
-        let update = SetReady { flunder, ready };
-        match (self.flunders)
-            .update(namespace, &key.name, &update, WriteOptions::default())
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-/// The update: the condition set on the flunder as read (a change since conflicts and is reconciled again).
-struct SetReady {
-    flunder: Flunder,
-    ready: Condition,
-}
-
-#[async_trait]
-impl UpdatedObject<Flunder> for SetReady {
-    async fn updated(&self, _current: Option<&Flunder>) -> Result<Flunder, ApiError> {
-        let mut flunder = self.flunder.clone();
-        set_status_condition(&mut flunder.status.conditions, self.ready.clone());
-        Ok(flunder)
+        // The condition for this spec, on the flunder if it still has it (a flunder changed since is reconciled
+        // again); nothing is written when the condition is already there.
+        let set_ready = |current: &mut Flunder| {
+            if current.spec == flunder.spec {
+                set_status_condition(&mut current.status.conditions, ready.clone());
+            }
+        };
+        self.flunders
+            .modify(namespace, &key.name, set_ready)
+            .await?;
+        Ok(())
     }
 }
