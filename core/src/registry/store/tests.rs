@@ -518,7 +518,7 @@ async fn modify_writes_changes_only_and_finds_nothing_missing() {
     };
     let written = store
         .status()
-        .modify(Some("ns"), "g", &set_status)
+        .modify(Some("ns"), "g", set_status)
         .await
         .unwrap()
         .expect("the gadget exists");
@@ -532,7 +532,7 @@ async fn modify_writes_changes_only_and_finds_nothing_missing() {
     // The same again changes nothing: nothing is written, the answer is the stored object.
     let again = store
         .status()
-        .modify(Some("ns"), "g", &set_status)
+        .modify(Some("ns"), "g", set_status)
         .await
         .unwrap()
         .expect("the gadget exists");
@@ -572,14 +572,14 @@ async fn modify_writes_changes_only_and_finds_nothing_missing() {
     assert!(
         store
             .status()
-            .modify(Some("ns"), "missing", &set_status)
+            .modify(Some("ns"), "missing", set_status)
             .await
             .unwrap()
             .is_none()
     );
     assert!(
         store
-            .modify(Some("ns"), "missing", &set_status)
+            .modify(Some("ns"), "missing", set_status)
             .await
             .unwrap()
             .is_none()

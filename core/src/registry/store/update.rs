@@ -118,8 +118,9 @@ impl<T: Resource> Store<T> {
     /// # #[derive(Clone, Debug, Default, PartialEq)]
     /// # pub struct ItemStatus { pub reserved: i64 }
     /// # mod v1 {
+    /// #     use apiserver::meta::ObjectMeta;
     /// #     #[apiserver::served(hub = "crate::Item", version = "v1")]
-    /// #     pub struct Item { pub metadata: apiserver::meta::ObjectMeta, pub spec: ItemSpec, pub status: ItemStatus }
+    /// #     pub struct Item { pub metadata: ObjectMeta, pub spec: ItemSpec, pub status: ItemStatus }
     /// #     #[apiserver::served(hub = "crate::ItemSpec")]
     /// #     pub struct ItemSpec { pub quantity: i64 }
     /// #     #[apiserver::served(hub = "crate::ItemStatus")]
