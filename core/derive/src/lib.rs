@@ -836,7 +836,11 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
             "a struct that is its own hub (`hub = \"Self\"`) takes no `to_hub`/`from_hub`, `default` or `lossless`",
         ));
     }
-    let hub: Path = if own_hub { syn::parse_quote!(#name) } else { hub };
+    let hub: Path = if own_hub {
+        syn::parse_quote!(#name)
+    } else {
+        hub
+    };
     let rename_all = serde_string(&input.attrs, "rename_all");
     let mut to_hub = Vec::new();
     let mut from_hub = Vec::new();

@@ -96,7 +96,11 @@ where
         let list = self.source.list(namespace, &ListRequest::default()).await?;
         Ok(ObjectList {
             metadata: list.metadata,
-            items: list.items.into_iter().map(|object| (self.view)(object)).collect(),
+            items: list
+                .items
+                .into_iter()
+                .map(|object| (self.view)(object))
+                .collect(),
         })
     }
 

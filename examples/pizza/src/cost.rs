@@ -14,7 +14,13 @@ pub const COST_CONTROLLER: &str = "pizza-cost";
 
 /// Runs the controller until the server shuts down.
 pub async fn run(pizzas: Store<Pizza>, toppings: Store<Topping>, shutdown: ShutdownSignal) {
-    let names = |pizza: &Pizza, topping: &Topping| pizza.spec.toppings.iter().any(|t| t.name == topping.metadata.name);
+    let names = |pizza: &Pizza, topping: &Topping| {
+        pizza
+            .spec
+            .toppings
+            .iter()
+            .any(|t| t.name == topping.metadata.name)
+    };
     Controller::new(COST_CONTROLLER)
         .owns(pizzas.clone())
         .watches_for(toppings.clone(), pizzas.clone(), names)

@@ -9,10 +9,10 @@ use apiserver_backends::BackendOptions;
 use crate::admission::{PIZZA_TOPPINGS, PizzaToppings};
 use crate::cost::{self, COST_CONTROLLER};
 use crate::kitchen;
-use crate::oven::{self, OVEN_CONTROLLER};
-use crate::validation::{validate_oven, validate_pizza};
 use crate::menu;
+use crate::oven::{self, OVEN_CONTROLLER};
 use crate::restaurant::{MenuItem, Oven, Pizza, Topping};
+use crate::validation::{validate_oven, validate_pizza};
 
 /// Where objects are kept under in every backend (the Go pizza-apiserver's etcd prefix).
 pub const STORAGE_PREFIX: &str = "/registry/pizza-apiserver.programming-kubernetes.info";

@@ -96,7 +96,11 @@ fn default_pizza(pizza: &mut Pizza) {
     kind = "Oven",
     namespaced,
     status,
-    scale(spec_replicas = ".spec.replicas", status_replicas = ".status.replicas", label_selector = ".status.selector"),
+    scale(
+        spec_replicas = ".spec.replicas",
+        status_replicas = ".status.replicas",
+        label_selector = ".status.selector"
+    ),
     printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas"),
     printcolumn(name = "Burning", type_ = "integer", json_path = ".status.replicas"),
     versions(Self),

@@ -55,7 +55,11 @@ pub fn validate_oven(oven: &Oven) -> ErrorList {
     let mut errors = ErrorList::default();
     if oven.spec.replicas < 0 {
         let replicas = Path::new("spec").child("replicas");
-        errors.push(FieldError::invalid(replicas, &oven.spec.replicas, "must be greater than or equal to 0"));
+        errors.push(FieldError::invalid(
+            replicas,
+            &oven.spec.replicas,
+            "must be greater than or equal to 0",
+        ));
     }
     errors
 }

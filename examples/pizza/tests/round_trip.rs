@@ -210,7 +210,10 @@ apiserver::round_trip_test!(generated_pizzas_round_trip, Pizza::codec(), |p: &Pi
     pizza_apiserver::validation::validate_pizza(p).is_empty()
 });
 apiserver::round_trip_test!(generated_toppings_round_trip, Topping::codec());
-apiserver::round_trip_test!(generated_ovens_round_trip, pizza_apiserver::restaurant::Oven::codec());
+apiserver::round_trip_test!(
+    generated_ovens_round_trip,
+    pizza_apiserver::restaurant::Oven::codec()
+);
 
 // Stored protobuf names fields by tag: each served version's tags are kept in a checked-in table.
 apiserver::protobuf_tags_test!(
