@@ -20,7 +20,7 @@ prune_deps() {
   # changes: of those, too, only the newest two of each kind stay (a crate may be built with and without its
   # `testing` feature).
   for crate in apiserver apiserver_derive apiserver_storage_etcd apiserver_storage_sql apiserver_storage_rocks \
-    pizza_apiserver apiserver_bench apiserver_cel apiserver_tests apiserver_fuzz apiserver_gotext library_apiserver \
+    pizza_apiserver apiserver_bench apiserver_cel apiserver_tests apiserver_fuzz apiserver_gotext apiserver_backends library_apiserver \
     wardle_apiserver inventory_apiserver; do
     for ext in rlib rmeta so; do
       { ls -t "lib${crate}"-*."${ext}" 2>/dev/null || true; } | tail -n +3 | xargs -r rm -f --

@@ -4,7 +4,6 @@
 use apiserver::codec::{FieldValidation, MediaType};
 use apiserver::meta::{ListMeta, ObjectMeta};
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
-use pizza_apiserver::pizza_codec;
 use pizza_apiserver::restaurant::{Pizza, PizzaSpec, PizzaTopping};
 
 fn pizza(i: usize) -> Pizza {
@@ -39,7 +38,7 @@ fn pizza(i: usize) -> Pizza {
 }
 
 fn benches(c: &mut Criterion) {
-    let codec = pizza_codec();
+    let codec = Pizza::codec();
     let one = pizza(0);
     let many: Vec<Pizza> = (0..1000).map(pizza).collect();
     for (format, name) in [(MediaType::Json, "json"), (MediaType::Protobuf, "protobuf")] {

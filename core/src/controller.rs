@@ -141,6 +141,40 @@ impl Controller {
         self
     }
 
+    /// Reconciles, for each object of `store` that is added, changed or deleted, the objects of `owned` it
+    /// `matches` (e.g. every pizza naming a topping whose cost changed): `owned` is read as the watch cache holds
+    /// it (resourceVersion 0, as a Go controller reads its informer's lister), an object written since being
+    /// reconciled through its own event.
+    pub fn watches_for<T, O, F>(self, store: Store<T>, owned: Store<O>, matches: F) -> Controller
+    where
+        T: Resource,
+        O: Resource,
+        F: Fn(&O, &T) -> bool + Send + Sync + 'static,
+    {
+        let matches = Arc::new(matches);
+        self.watches(store, move |changed: T| {
+            let (owned, matches) = (owned.clone(), matches.clone());
+            async move {
+                let cached = ListRequest {
+                    resource_version: Some(0),
+                    ..ListRequest::default()
+                };
+                match owned.list(None, &cached).await {
+                    Ok(list) => list
+                        .items
+                        .iter()
+                        .filter(|object| matches(object, &changed))
+                        .map(ObjectKey::of)
+                        .collect(),
+                    Err(error) => {
+                        tracing::warn!(%error, "listing the objects a change concerns failed");
+                        Vec::new()
+                    }
+                }
+            }
+        })
+    }
+
     /// Runs the watches and the reconcile loop until `shutdown`.
     pub async fn run(self, reconciler: impl Reconciler, shutdown: ShutdownSignal) {
         let (sender, mut receiver) = mpsc::unbounded_channel();

@@ -26,29 +26,9 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::restaurant::{Oven, Pizza, Topping};
-use crate::{fields as split, text, v1alpha1, v1beta1};
+use crate::{fields as split, text};
 
 const GROUP: &str = "restaurant.programming-kubernetes.info";
-
-fn pizza_codec() -> ResourceCodec<Pizza> {
-    ResourceCodec::new()
-        .version::<v1beta1::Pizza>()
-        .version::<v1alpha1::Pizza>()
-        .storage_version::<v1alpha1::Pizza>()
-}
-
-fn topping_codec() -> ResourceCodec<Topping> {
-    ResourceCodec::new()
-        .version::<v1beta1::Topping>()
-        .version::<v1alpha1::Topping>()
-        .storage_version::<v1alpha1::Topping>()
-}
-
-fn oven_codec() -> ResourceCodec<Oven> {
-    ResourceCodec::new()
-        .version::<v1beta1::Oven>()
-        .storage_version::<v1beta1::Oven>()
-}
 
 fn codecs() -> &'static (
     ResourceCodec<Pizza>,
@@ -60,7 +40,7 @@ fn codecs() -> &'static (
         ResourceCodec<Topping>,
         ResourceCodec<Oven>,
     )> = OnceLock::new();
-    CODECS.get_or_init(|| (pizza_codec(), topping_codec(), oven_codec()))
+    CODECS.get_or_init(|| (Pizza::codec(), Topping::codec(), Oven::codec()))
 }
 
 const FORMATS: [MediaType; 3] = [MediaType::Json, MediaType::Yaml, MediaType::Protobuf];

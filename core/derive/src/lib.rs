@@ -27,6 +27,10 @@ use syn::{Data, DeriveInput, Fields, LitInt, LitStr, Path};
 /// - `scale(spec_replicas = ".spec.replicas", status_replicas = ".status.replicas", label_selector =
 ///   ".status.selector")`: a `scale` subresource serving `autoscaling/v1` `Scale` (for `kubectl scale` and
 ///   autoscalers), reading and writing replicas at these JSON paths of the served versions, as a CRD declares it.
+/// - `versions(v1beta1::Pizza, v1alpha1::Pizza)`, `storage_version(v1alpha1::Pizza)`: the served versions,
+///   preferred first, and the one objects are stored as (none for a resource the server's code provides): the
+///   derive then writes `Pizza::codec()`, the `ResourceCodec` to hand to `App::store`. A version of another hub
+///   is a compile error. `Self` names a served version that is its own hub.
 /// - `selectable_field = "spec.cost"`: a field path usable in field selectors (repeatable); its value is read from
 ///   the hub by turning each camelCase segment into the snake_case Rust field and formatting it with `Display`.
 ///
@@ -47,7 +51,10 @@ pub fn derive_hub(input: TokenStream) -> TokenStream {
 ///
 /// Struct attributes, in `#[versioned(...)]`:
 ///
-/// - `hub = "path::Type"` (required): the hub struct this one converts to and from.
+/// - `hub = "path::Type"` (required): the hub struct this one converts to and from; `hub = "Self"` for a served
+///   version that is its own hub (a kind served in one version, or whose hub has that version's shape): the root
+///   struct then also derives [`Hub`] with its `#[resource(...)]`, conversion is a clone, and other versions
+///   convert to it as to any hub.
 /// - `version = "v1beta1"`: marks the root object of a version and implements `apiserver::runtime::Versioned`
 ///   (the struct must also derive serde, `prost::Message` and `schemars::JsonSchema`).
 /// - `default = "path::fn"`: `fn(&mut Self)`, this version's defaults, run on decoded input before conversion; or
@@ -248,6 +255,8 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
     let mut selectable = Vec::new();
     let mut columns = Vec::new();
     let mut scale: Option<(String, String, String)> = None;
+    let mut versions: Vec<Path> = Vec::new();
+    let mut storage_version: Option<Path> = None;
     for attr in input.attrs.iter().filter(|a| a.path().is_ident("resource")) {
         attr.parse_nested_meta(|meta| {
             let string = |meta: &syn::meta::ParseNestedMeta| -> syn::Result<String> {
@@ -322,10 +331,21 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
             } else if meta.path.is_ident("printcolumn") {
                 let column = print_column(&meta)?;
                 columns.push(column);
+            } else if meta.path.is_ident("versions") {
+                meta.parse_nested_meta(|version| {
+                    versions.push(version.path.clone());
+                    Ok(())
+                })?;
+            } else if meta.path.is_ident("storage_version") {
+                meta.parse_nested_meta(|version| {
+                    storage_version = Some(version.path.clone());
+                    Ok(())
+                })?;
             } else {
                 return Err(meta.error(
                     "unknown resource attribute; expected group, kind, plural, singular, namespaced, shortname, \
-                     category, subresource, status, scale, selectable_field or printcolumn",
+                     category, subresource, status, scale, selectable_field, printcolumn, versions or \
+                     storage_version",
                 ));
             }
             Ok(())
@@ -389,7 +409,31 @@ fn hub(input: DeriveInput) -> syn::Result<TokenStream2> {
     };
     let name = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    if storage_version.is_some() && versions.is_empty() {
+        return Err(syn::Error::new(
+            input.ident.span(),
+            "storage_version(...) needs versions(...): the served versions, preferred first",
+        ));
+    }
+    let codec = (!versions.is_empty()).then(|| {
+        let storage = storage_version
+            .as_ref()
+            .map(|v| quote!(.storage_version::<#v>()));
+        quote! {
+            impl #impl_generics #name #ty_generics #where_clause {
+                /// The served versions of this kind, preferred first, and its storage version (from
+                /// `#[resource(versions(...), storage_version(...))]`).
+                pub fn codec() -> ::apiserver::runtime::ResourceCodec<Self> {
+                    ::apiserver::runtime::ResourceCodec::new()
+                        #(.version::<#versions>())*
+                        #storage
+                }
+            }
+        }
+    });
     Ok(quote! {
+        #codec
+
         impl #impl_generics ::apiserver::runtime::Resource for #name #ty_generics #where_clause {
             const GROUP: &'static str = #group;
             const KIND: &'static str = #kind;
@@ -783,6 +827,20 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
         ));
     }
     let name = &input.ident;
+    // `hub = "Self"`: a served version that is its own hub (a kind with one version, or the version the hub was
+    // written as): the conversion is a clone, and the struct also derives `Hub` (or is a nested part of one).
+    let own_hub = hub.is_ident("Self");
+    if own_hub && (whole_to_hub.is_some() || default.is_some() || lossless) {
+        return Err(syn::Error::new(
+            input.ident.span(),
+            "a struct that is its own hub (`hub = \"Self\"`) takes no `to_hub`/`from_hub`, `default` or `lossless`",
+        ));
+    }
+    let hub: Path = if own_hub {
+        syn::parse_quote!(#name)
+    } else {
+        hub
+    };
     let rename_all = serde_string(&input.attrs, "rename_all");
     let mut to_hub = Vec::new();
     let mut from_hub = Vec::new();
@@ -831,6 +889,17 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
                 (&&::apiserver::runtime::PatchProbe::<#ty>::new()).annotate_field(field);
             }
         });
+        if own_hub
+            && (options.skip
+                || options.rename.is_some()
+                || options.to_hub.is_some()
+                || options.from_hub.is_some())
+        {
+            return Err(syn::Error::new(
+                field.span(),
+                "a struct that is its own hub (`hub = \"Self\"`) takes no field conversions",
+            ));
+        }
         if whole_to_hub.is_some() {
             if options.skip
                 || options.rename.is_some()
@@ -881,18 +950,31 @@ fn versioned(input: DeriveInput) -> syn::Result<TokenStream2> {
             quote!(::std::result::Result::Ok(#name { #(#from_hub),* })),
         ),
     };
-    let conversions = quote! {
-        impl ::apiserver::runtime::Convert<#hub> for #name {
-            fn convert(&self) -> ::std::result::Result<#hub, ::apiserver::runtime::ConversionError> {
-                #to_hub
+    let convert = if own_hub {
+        quote! {
+            impl ::apiserver::runtime::Convert<#name> for #name {
+                fn convert(&self) -> ::std::result::Result<#name, ::apiserver::runtime::ConversionError> {
+                    ::std::result::Result::Ok(::std::clone::Clone::clone(self))
+                }
             }
         }
+    } else {
+        quote! {
+            impl ::apiserver::runtime::Convert<#hub> for #name {
+                fn convert(&self) -> ::std::result::Result<#hub, ::apiserver::runtime::ConversionError> {
+                    #to_hub
+                }
+            }
 
-        impl ::apiserver::runtime::Convert<#name> for #hub {
-            fn convert(&self) -> ::std::result::Result<#name, ::apiserver::runtime::ConversionError> {
-                #from_hub
+            impl ::apiserver::runtime::Convert<#name> for #hub {
+                fn convert(&self) -> ::std::result::Result<#name, ::apiserver::runtime::ConversionError> {
+                    #from_hub
+                }
             }
         }
+    };
+    let conversions = quote! {
+        #convert
 
         impl ::apiserver::runtime::ProtobufTags for #name {
             #[allow(clippy::needless_borrow)]

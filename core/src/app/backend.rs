@@ -47,6 +47,25 @@ pub trait StorageBackend: Send + Sync + 'static {
     }
 }
 
+/// What [`App::backend`](super::App::backend) takes: one backend, or a set of them with the names of those the
+/// binary was built without (as `apiserver-backends`' options, one cargo feature per backend).
+pub trait BackendSet {
+    /// The backends, in the order `--storage-backend` looks a name up (the first is the default).
+    fn backends(self) -> Vec<Box<dyn StorageBackend>>;
+
+    /// The backends this set could hold but the binary was built without: `(name, cargo feature)`, so that
+    /// choosing one is refused by naming its feature.
+    fn not_built(&self) -> Vec<(&'static str, &'static str)> {
+        Vec::new()
+    }
+}
+
+impl<B: StorageBackend> BackendSet for B {
+    fn backends(self) -> Vec<Box<dyn StorageBackend>> {
+        vec![Box::new(self)]
+    }
+}
+
 /// A storage error as a startup message: an unreachable backend's own message says it all (the Status-style
 /// wrapper is for clients).
 pub fn open_error(error: StorageError) -> String {

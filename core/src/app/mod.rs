@@ -54,7 +54,7 @@ use std::sync::Arc;
 #[cfg(feature = "cluster")]
 use authorization::ServerAuthorizer;
 use authorization::Shared;
-pub use backend::{Memory, OpenContext, StorageBackend, open_error};
+pub use backend::{BackendSet, Memory, OpenContext, StorageBackend, open_error};
 pub use options::{Mode, NoFlags, Options, RecommendedOptions, StorageMediaType, StorageOptions};
 
 use crate::admission::{
@@ -169,10 +169,11 @@ impl App {
         }
     }
 
-    /// Adds a backend `--storage-backend` may choose; the first one added is the default. The memory backend is
-    /// always available after the ones added.
-    pub fn backend(mut self, backend: impl StorageBackend) -> App {
-        self.backends.push(Box::new(backend));
+    /// Adds a backend `--storage-backend` may choose, or a set of them ([`BackendSet`]); the first one added is
+    /// the default. The memory backend is always available after the ones added.
+    pub fn backend(mut self, backends: impl BackendSet) -> App {
+        self.unbuilt.extend(backends.not_built());
+        self.backends.extend(backends.backends());
         self
     }
 

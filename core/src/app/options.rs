@@ -170,6 +170,13 @@ impl std::fmt::Display for Mode {
     }
 }
 
+impl<B: clap::Args> Options<B> {
+    /// Delegated when anything names a core cluster or a CA to trust, or the server runs in a pod.
+    pub fn mode(&self) -> Mode {
+        self.server.mode()
+    }
+}
+
 impl RecommendedOptions {
     /// Delegated when anything names a core cluster or a CA to trust, or the server runs in a pod.
     pub fn mode(&self) -> Mode {

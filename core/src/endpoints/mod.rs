@@ -27,5 +27,5 @@ mod watch;
 pub use crate::request::MAX_REQUEST_BODY_BYTES;
 pub use api::Api;
 pub use encoded::DEFAULT_ENCODED_OBJECT_BYTES;
-pub use provided::Provider;
+pub use provided::{Provider, View};
 pub use subresource::{Answer, Subresource, SubresourceRequest};

@@ -20,7 +20,7 @@ use super::output::{Output, finish};
 use super::params::ListParams;
 use super::watch::{WatchRequest, respond_items};
 use crate::registry::{
-    ApiError, ListRequest, ObjectList, WatchChange, WatchChanges, WatchItem, attrs_of,
+    ApiError, ListRequest, ObjectList, Store, WatchChange, WatchChanges, WatchItem, attrs_of,
 };
 use crate::runtime::{KindDescription, Resource, ResourceCodec};
 use crate::storage::{EventType, FieldSelector, LabelSelector};
@@ -56,6 +56,68 @@ pub trait Provider<T: Resource>: Send + Sync + 'static {
     ) -> Result<WatchChanges<T>, ApiError> {
         let _ = (namespace, request);
         Err(method_not_allowed())
+    }
+}
+
+/// A read-only resource computed object by object from a stored one (the pizza sample's menu: one item per
+/// topping): `get`, `list` and `watch` read the source store and map each object with `view`, keeping its
+/// resourceVersion, so that a client watches from a list's as from a stored resource's.
+pub struct View<S: Resource, F> {
+    source: Store<S>,
+    view: Arc<F>,
+}
+
+impl<S: Resource, T: Resource, F: Fn(S) -> T + Send + Sync + 'static> View<S, F> {
+    /// The objects of `source`, each as `view` maps it.
+    pub fn new(source: Store<S>, view: F) -> Self {
+        View {
+            source,
+            view: Arc::new(view),
+        }
+    }
+}
+
+#[async_trait]
+impl<S, T, F> Provider<T> for View<S, F>
+where
+    S: Resource,
+    T: Resource,
+    F: Fn(S) -> T + Send + Sync + 'static,
+{
+    async fn get(&self, namespace: Option<&str>, name: &str) -> Result<Option<T>, ApiError> {
+        match self.source.get(namespace, name, None).await {
+            Ok(object) => Ok(Some((self.view)(object))),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn list(&self, namespace: Option<&str>) -> Result<ObjectList<T>, ApiError> {
+        let list = self.source.list(namespace, &ListRequest::default()).await?;
+        Ok(ObjectList {
+            metadata: list.metadata,
+            items: list
+                .items
+                .into_iter()
+                .map(|object| (self.view)(object))
+                .collect(),
+        })
+    }
+
+    fn watches(&self) -> bool {
+        true
+    }
+
+    async fn watch(
+        &self,
+        namespace: Option<&str>,
+        request: &ListRequest,
+    ) -> Result<WatchChanges<T>, ApiError> {
+        let changes = self.source.watch_changes(namespace, request).await?;
+        let view = self.view.clone();
+        Ok(changes
+            .map(move |change| change.map(|object| view(object)))
+            .boxed())
     }
 }
 

@@ -90,3 +90,11 @@ pub enum GarbageCollectionPolicy {
 pub struct DefaultStrategy;
 
 impl<T: Resource> Strategy<T> for DefaultStrategy {}
+
+/// A validation function is a strategy: `app.store(codec, validate_pizza)` for a type whose only rule is
+/// `fn(&T) -> ErrorList`, checked on create and (as [`Strategy::validate_update`] does by default) on update.
+impl<T: Resource, F: Fn(&T) -> ErrorList + Send + Sync + 'static> Strategy<T> for F {
+    fn validate(&self, object: &T) -> ErrorList {
+        self(object)
+    }
+}

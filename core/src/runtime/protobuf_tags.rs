@@ -101,7 +101,7 @@ pub fn tag_path(prefix: &str, field: &str) -> String {
 /// (keeping removed fields, whose tags stay reserved); commit it with the type.
 ///
 /// ```ignore
-/// apiserver::protobuf_tags_test!(pizza_protobuf_tags, pizza_apiserver::pizza_codec(), "tests/protobuf-tags/pizzas.txt");
+/// apiserver::protobuf_tags_test!(pizza_protobuf_tags, pizza_apiserver::restaurant::Pizza::codec(), "tests/protobuf-tags/pizzas.txt");
 /// ```
 #[macro_export]
 macro_rules! protobuf_tags_test {

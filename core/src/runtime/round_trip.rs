@@ -17,7 +17,7 @@ use crate::codec::{FieldValidation, MediaType};
 /// validation: an invalid object need not survive conversion). Needs the `testing` feature.
 ///
 /// ```ignore
-/// apiserver::round_trip_test!(pizzas_round_trip, pizza_apiserver::pizza_codec(), |p| validate_pizza(p).is_empty());
+/// apiserver::round_trip_test!(pizzas_round_trip, pizza_apiserver::restaurant::Pizza::codec(), |p| validate_pizza(p).is_empty());
 /// ```
 #[macro_export]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

@@ -3,7 +3,7 @@
 
 use apiserver::controller::{Controller, ObjectKey, Reconciler};
 use apiserver::meta::{Condition, ConditionStatus, set_status_condition};
-use apiserver::registry::{ApiError, ListRequest, Store};
+use apiserver::registry::{ApiError, Store};
 use apiserver::server::ShutdownSignal;
 
 use crate::types::{Item, Warehouse};
@@ -11,19 +11,11 @@ use crate::types::{Item, Warehouse};
 pub const RESERVATION_CONTROLLER: &str = "item-reservation";
 
 pub async fn run(items: Store<Item>, warehouses: Store<Warehouse>, shutdown: ShutdownSignal) {
-    let all_items = items.clone();
-    // A warehouse's change requeues the items it keeps, as the watch cache holds them.
-    let items_in = move |warehouse: Warehouse| {
-        let items = all_items.clone();
-        async move {
-            let cached = ListRequest { resource_version: Some(0), ..ListRequest::default() };
-            let list = items.list(None, &cached).await.map(|l| l.items).unwrap_or_default();
-            list.iter().filter(|i| i.spec.warehouse == warehouse.metadata.name).map(ObjectKey::of).collect()
-        }
-    };
+    // A warehouse's change requeues the items it keeps.
+    let keeps = |item: &Item, warehouse: &Warehouse| item.spec.warehouse == warehouse.metadata.name;
     Controller::new(RESERVATION_CONTROLLER)
         .owns(items.clone())
-        .watches(warehouses.clone(), items_in)
+        .watches_for(warehouses.clone(), items.clone(), keeps)
         .run(Reservations { items, warehouses }, shutdown)
         .await;
 }

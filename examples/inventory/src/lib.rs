@@ -9,20 +9,10 @@ pub mod types;
 use apiserver::admission::{Attributes, KindCheck, Lister, Operation};
 use apiserver::app::{App, StartError, Started};
 use apiserver::async_trait;
-use apiserver::registry::{ApiError, Strategy};
-use apiserver::runtime::ResourceCodec;
+use apiserver::registry::{ApiError, DefaultStrategy};
 use apiserver_storage_sql::SqlStorageOptions;
 
-use crate::types::{Item, Warehouse, v1, v1beta1};
-
-/// Items: v1 preferred, v1beta1 served too and the storage version.
-pub fn item_codec() -> ResourceCodec<Item> {
-    ResourceCodec::new().version::<v1::Item>().storage_version::<v1beta1::Item>()
-}
-
-pub fn warehouse_codec() -> ResourceCodec<Warehouse> {
-    ResourceCodec::new().version::<v1::Warehouse>()
-}
+use crate::types::{Item, Warehouse};
 
 /// The framework's flags and SQLite's (memory is always there).
 pub type Options = apiserver::app::Options<SqlStorageOptions>;
@@ -33,20 +23,15 @@ pub async fn start(options: Options) -> Result<Started, StartError> {
         .backend(options.backend)
         .open()
         .await?;
-    let warehouses = app.store(warehouse_codec(), Rules)?;
-    let items = app.store(item_codec(), Rules)?;
+    // Items and warehouses are validated by their CEL rules (`types::v1`).
+    let warehouses = app.store(Warehouse::codec(), DefaultStrategy)?;
+    let items = app.store(Item::codec(), DefaultStrategy)?;
     app.kind_check(WAREHOUSE_EXISTS, true, |init| Ok(WarehouseExists(init.listers.get()?)));
     app.controller(controller::RESERVATION_CONTROLLER, move |shutdown| {
         controller::run(items.clone(), warehouses.clone(), shutdown)
     });
     app.bind().await
 }
-
-/// Items and warehouses are validated by their CEL rules (`types::v1`); the strategy keeps the defaults.
-pub struct Rules;
-
-impl Strategy<Item> for Rules {}
-impl Strategy<Warehouse> for Rules {}
 
 /// The plugin's name in `--enable-admission-plugins` / `--disable-admission-plugins`.
 pub const WAREHOUSE_EXISTS: &str = "WarehouseExists";

@@ -1,71 +1,29 @@
-//! The hub types (what warehouses and items mean) and the served versions `v1` and `v1beta1`.
+//! Warehouses and the items they keep, served as `v1` (whose types are the hub: what they mean) and `v1beta1`.
 
-use apiserver::meta::{Condition, ObjectMeta};
+pub use v1::{Item, ItemSpec, ItemStatus, Warehouse, WarehouseSpec};
 
-/// A warehouse (cluster-scoped).
-#[allow(clippy::duplicated_attributes)]
-#[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
-#[resource(
-    group = "inventory.example.com",
-    kind = "Warehouse",
-    shortname = "wh",
-    printcolumn(name = "Location", type_ = "string", json_path = ".spec.location"),
-    printcolumn(name = "Capacity", type_ = "integer", json_path = ".spec.capacity")
-)]
-pub struct Warehouse {
-    pub metadata: ObjectMeta,
-    pub spec: WarehouseSpec,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct WarehouseSpec {
-    pub location: String,
-    pub capacity: i64,
-}
-
-/// An item of stock, kept in a warehouse.
-#[allow(clippy::duplicated_attributes)]
-#[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
-#[resource(
-    group = "inventory.example.com",
-    kind = "Item",
-    namespaced,
-    status,
-    printcolumn(name = "SKU", type_ = "string", json_path = ".spec.sku"),
-    printcolumn(name = "Quantity", type_ = "integer", json_path = ".spec.quantity"),
-    printcolumn(name = "Warehouse", type_ = "string", json_path = ".spec.warehouse")
-)]
-pub struct Item {
-    pub metadata: ObjectMeta,
-    pub spec: ItemSpec,
-    pub status: ItemStatus,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ItemSpec {
-    pub sku: String,
-    pub quantity: i64,
-    /// The name of a Warehouse.
-    pub warehouse: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ItemStatus {
-    pub reserved: i64,
-    pub conditions: Vec<Condition>,
-}
-
-/// The preferred version: a quantity is an integer.
+/// The preferred version and the hub: a quantity is an integer.
 pub mod v1 {
     use apiserver::meta::{Condition, ObjectMeta};
 
-    #[apiserver::served(hub = "super::Warehouse", version = "v1")]
+    /// A warehouse (cluster-scoped).
+    #[allow(clippy::duplicated_attributes)]
+    #[apiserver::served(hub = "Self", version = "v1")]
+    #[derive(apiserver::Hub)]
+    #[resource(
+        group = "inventory.example.com",
+        kind = "Warehouse",
+        shortname = "wh",
+        printcolumn(name = "Location", type_ = "string", json_path = ".spec.location"),
+        printcolumn(name = "Capacity", type_ = "integer", json_path = ".spec.capacity"),
+        versions(Self)
+    )]
     pub struct Warehouse {
         pub metadata: ObjectMeta,
         pub spec: WarehouseSpec,
     }
 
-    #[apiserver::served(hub = "super::WarehouseSpec")]
+    #[apiserver::served(hub = "Self")]
     pub struct WarehouseSpec {
         pub location: String,
         /// How many units the warehouse holds.
@@ -73,14 +31,29 @@ pub mod v1 {
         pub capacity: i64,
     }
 
-    #[apiserver::served(hub = "super::Item", version = "v1")]
+    /// An item of stock, kept in a warehouse.
+    #[allow(clippy::duplicated_attributes)]
+    #[apiserver::served(hub = "Self", version = "v1")]
+    #[derive(apiserver::Hub)]
+    #[resource(
+        group = "inventory.example.com",
+        kind = "Item",
+        namespaced,
+        status,
+        printcolumn(name = "SKU", type_ = "string", json_path = ".spec.sku"),
+        printcolumn(name = "Quantity", type_ = "integer", json_path = ".spec.quantity"),
+        printcolumn(name = "Warehouse", type_ = "string", json_path = ".spec.warehouse"),
+        // v1 preferred, v1beta1 served too and the storage version.
+        versions(Self, super::v1beta1::Item),
+        storage_version(super::v1beta1::Item)
+    )]
     pub struct Item {
         pub metadata: ObjectMeta,
         pub spec: ItemSpec,
         pub status: ItemStatus,
     }
 
-    #[apiserver::served(hub = "super::ItemSpec")]
+    #[apiserver::served(hub = "Self")]
     pub struct ItemSpec {
         /// Stock keeping unit: upper-case letters, digits and dashes.
         #[versioned(validation(rule = "self.matches('^[A-Z0-9-]+$')", message = "must match ^[A-Z0-9-]+$"))]
@@ -94,7 +67,7 @@ pub mod v1 {
         pub warehouse: String,
     }
 
-    #[apiserver::served(hub = "super::ItemStatus")]
+    #[apiserver::served(hub = "Self")]
     pub struct ItemStatus {
         /// Units reserved in the warehouse.
         #[served(omitempty)]
@@ -120,7 +93,7 @@ pub mod v1beta1 {
     pub struct Item {
         pub metadata: ObjectMeta,
         pub spec: ItemSpec,
-        pub status: super::v1::ItemStatus,
+        pub status: super::ItemStatus,
     }
 
     #[apiserver::served(hub = "super::ItemSpec")]

@@ -1,10 +1,11 @@
 //! The inventory server in-process on SQLite, driven by kubectl; and the round trip of both versions.
 
 use apiserver::testing::TestServer;
-use inventory_apiserver::{item_codec, start, warehouse_codec};
+use inventory_apiserver::start;
+use inventory_apiserver::types::{Item, Warehouse};
 
-apiserver::round_trip_test!(items_round_trip, item_codec());
-apiserver::round_trip_test!(warehouses_round_trip, warehouse_codec());
+apiserver::round_trip_test!(items_round_trip, Item::codec());
+apiserver::round_trip_test!(warehouses_round_trip, Warehouse::codec());
 
 const BERLIN: &str = r#"{"apiVersion": "inventory.example.com/v1", "kind": "Warehouse", "metadata": {"name": "berlin"},
   "spec": {"location": "Berlin", "capacity": 100}}"#;

@@ -3,7 +3,7 @@
 //! topping's cost changes; users cannot set it (the main resource ignores status).
 
 use apiserver::controller::{Controller, ObjectKey, Reconciler};
-use apiserver::registry::{ApiError, ListRequest, Store};
+use apiserver::registry::{ApiError, Store};
 use apiserver::server::ShutdownSignal;
 
 use crate::restaurant::{Pizza, Topping};
@@ -13,37 +13,18 @@ pub const COST_CONTROLLER: &str = "pizza-cost";
 
 /// Runs the controller until the server shuts down.
 pub async fn run(pizzas: Store<Pizza>, toppings: Store<Topping>, shutdown: ShutdownSignal) {
-    let users = pizzas.clone();
+    let names = |pizza: &Pizza, topping: &Topping| {
+        pizza
+            .spec
+            .toppings
+            .iter()
+            .any(|t| t.name == topping.metadata.name)
+    };
     Controller::new(COST_CONTROLLER)
         .owns(pizzas.clone())
-        .watches(toppings.clone(), move |topping: Topping| {
-            let pizzas = users.clone();
-            async move { pizzas_with(&pizzas, &topping.metadata.name).await }
-        })
+        .watches_for(toppings.clone(), pizzas.clone(), names)
         .run(CostReconciler { pizzas, toppings }, shutdown)
         .await;
-}
-
-/// Every pizza that has the topping, as the watch cache holds them (resourceVersion 0, as a Go controller reads its
-/// informer's lister): a pizza written since is reconciled through its own event. A consistent list would cost
-/// the backend a read per topping change (on etcd before 3.5.13, a range for every topping created).
-async fn pizzas_with(pizzas: &Store<Pizza>, topping: &str) -> Vec<ObjectKey> {
-    let cached = ListRequest {
-        resource_version: Some(0),
-        ..ListRequest::default()
-    };
-    match pizzas.list(None, &cached).await {
-        Ok(list) => list
-            .items
-            .iter()
-            .filter(|pizza| pizza.spec.toppings.iter().any(|t| t.name == topping))
-            .map(ObjectKey::of)
-            .collect(),
-        Err(error) => {
-            apiserver::tracing::warn!(%error, "listing pizzas for a topping change failed");
-            Vec::new()
-        }
-    }
 }
 
 struct CostReconciler {

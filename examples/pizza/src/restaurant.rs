@@ -10,7 +10,10 @@ use apiserver::meta::ObjectMeta;
     kind = "Pizza",
     namespaced,
     status,
-    printcolumn(name = "Cost", type_ = "number", json_path = ".status.cost")
+    printcolumn(name = "Cost", type_ = "number", json_path = ".status.cost"),
+    // Served in v1beta1 (preferred) and v1alpha1, and stored as v1alpha1, as the reference server does.
+    versions(crate::v1beta1::Pizza, crate::v1alpha1::Pizza),
+    storage_version(crate::v1alpha1::Pizza)
 )]
 pub struct Pizza {
     pub metadata: ObjectMeta,
@@ -43,7 +46,10 @@ pub struct PizzaStatus {
 #[resource(
     group = "restaurant.programming-kubernetes.info",
     kind = "Topping",
-    printcolumn(name = "Cost", type_ = "number", json_path = ".spec.cost")
+    printcolumn(name = "Cost", type_ = "number", json_path = ".spec.cost"),
+    // Served in v1beta1 (beyond the reference) and v1alpha1, and stored as v1alpha1.
+    versions(crate::v1beta1::Topping, crate::v1alpha1::Topping),
+    storage_version(crate::v1alpha1::Topping)
 )]
 pub struct Topping {
     pub metadata: ObjectMeta,
@@ -56,54 +62,5 @@ pub struct ToppingSpec {
     pub cost: f64,
 }
 
-/// A line of ovens: how many should burn (`kubectl scale oven main --replicas=3`) and how many do. The sample's
-/// type with a `scale` subresource; the oven controller lights what `spec.replicas` asks for.
-// Two printer columns of one type repeat `type_ = "integer"`, which clippy takes for a duplicated attribute.
-#[allow(clippy::duplicated_attributes)]
-#[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
-#[resource(
-    group = "restaurant.programming-kubernetes.info",
-    kind = "Oven",
-    namespaced,
-    status,
-    scale(
-        spec_replicas = ".spec.replicas",
-        status_replicas = ".status.replicas",
-        label_selector = ".status.selector"
-    ),
-    printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas"),
-    printcolumn(name = "Burning", type_ = "integer", json_path = ".status.replicas")
-)]
-pub struct Oven {
-    pub metadata: ObjectMeta,
-    pub spec: OvenSpec,
-    pub status: OvenStatus,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct OvenSpec {
-    /// How many ovens should burn.
-    pub replicas: i32,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct OvenStatus {
-    /// How many ovens burn.
-    pub replicas: i32,
-    /// The label selector of the ovens, for autoscalers.
-    pub selector: String,
-}
-
-/// The menu: one item per topping with its price, computed from the toppings when asked, never stored (a resource
-/// the server's code provides, as metrics-server provides its metrics).
-#[derive(Clone, Debug, Default, PartialEq, apiserver::Hub)]
-#[resource(
-    group = "restaurant.programming-kubernetes.info",
-    kind = "MenuItem",
-    printcolumn(name = "Price", type_ = "number", json_path = ".price")
-)]
-pub struct MenuItem {
-    pub metadata: ObjectMeta,
-    /// What one portion costs.
-    pub price: f64,
-}
+/// Ovens and the menu are served in one version, whose types are their own hubs.
+pub use crate::v1beta1::{MenuItem, Oven, OvenSpec, OvenStatus};

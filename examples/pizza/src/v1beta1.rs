@@ -84,21 +84,41 @@ fn default_pizza(pizza: &mut Pizza) {
     }
 }
 
-/// A line of ovens (only in v1beta1).
-#[apiserver::served(hub = "restaurant::Oven", version = "v1beta1")]
+/// A line of ovens: how many should burn (`kubectl scale oven main --replicas=3`) and how many do. The sample's
+/// type with a `scale` subresource; the oven controller lights what `spec.replicas` asks for. Only in v1beta1, its
+/// own hub.
+// Two printer columns of one type repeat `type_ = "integer"`, which clippy takes for a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[apiserver::served(hub = "Self", version = "v1beta1")]
+#[derive(apiserver::Hub)]
+#[resource(
+    group = "restaurant.programming-kubernetes.info",
+    kind = "Oven",
+    namespaced,
+    status,
+    scale(
+        spec_replicas = ".spec.replicas",
+        status_replicas = ".status.replicas",
+        label_selector = ".status.selector"
+    ),
+    printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas"),
+    printcolumn(name = "Burning", type_ = "integer", json_path = ".status.replicas"),
+    versions(Self),
+    storage_version(Self)
+)]
 pub struct Oven {
     pub metadata: ObjectMeta,
     pub spec: OvenSpec,
     pub status: OvenStatus,
 }
 
-#[apiserver::served(hub = "restaurant::OvenSpec")]
+#[apiserver::served(hub = "Self")]
 pub struct OvenSpec {
     /// How many ovens should burn (what `kubectl scale` sets).
     pub replicas: i32,
 }
 
-#[apiserver::served(hub = "restaurant::OvenStatus")]
+#[apiserver::served(hub = "Self")]
 pub struct OvenStatus {
     /// How many ovens burn.
     pub replicas: i32,
@@ -107,9 +127,19 @@ pub struct OvenStatus {
     pub selector: String,
 }
 
-/// An item of the menu (read-only: `get`, `list` and `watch`).
-#[apiserver::served(hub = "restaurant::MenuItem", version = "v1beta1")]
+/// An item of the menu: one per topping with its price, computed from the toppings when asked, never stored (a
+/// resource the server's code provides, as metrics-server provides its metrics). Read-only (`get`, `list` and
+/// `watch`), only in v1beta1, its own hub.
+#[apiserver::served(hub = "Self", version = "v1beta1")]
+#[derive(apiserver::Hub)]
+#[resource(
+    group = "restaurant.programming-kubernetes.info",
+    kind = "MenuItem",
+    printcolumn(name = "Price", type_ = "number", json_path = ".price"),
+    versions(Self)
+)]
 pub struct MenuItem {
     pub metadata: ObjectMeta,
+    /// What one portion costs.
     pub price: f64,
 }

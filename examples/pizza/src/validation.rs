@@ -1,10 +1,12 @@
-//! Validation of pizzas, on the hub, with the reference server's messages.
+//! Validation of pizzas (with the reference server's messages) and ovens, on the hub. Pizzas are validated on
+//! create and, unlike the reference server (which validates only creates), on update too: an update cannot make a
+//! pizza that a create would refuse. Toppings have no rules beyond object metadata, as in the reference server.
 
 use std::collections::HashSet;
 
 use apiserver::validation::{ErrorList, FieldError, Path};
 
-use crate::restaurant::Pizza;
+use crate::restaurant::{Oven, Pizza};
 
 /// The most portions of one topping: v1alpha1 writes a name once per portion, so an unbounded quantity would let
 /// one object make every v1alpha1 read of it arbitrarily large (the reference server has no bound).
@@ -44,6 +46,20 @@ pub fn validate_pizza(pizza: &Pizza) -> ErrorList {
                 "must be unique",
             ));
         }
+    }
+    errors
+}
+
+/// An oven line's desired count is not negative.
+pub fn validate_oven(oven: &Oven) -> ErrorList {
+    let mut errors = ErrorList::default();
+    if oven.spec.replicas < 0 {
+        let replicas = Path::new("spec").child("replicas");
+        errors.push(FieldError::invalid(
+            replicas,
+            &oven.spec.replicas,
+            "must be greater than or equal to 0",
+        ));
     }
     errors
 }

@@ -5,7 +5,7 @@
 
 use apiserver::endpoints::strategic_merge::{self, PatchSchema};
 use apiserver::fieldmanager::{FieldManager, ResetFields, Versions};
-use pizza_apiserver::pizza_codec;
+use pizza_apiserver::restaurant::Pizza;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -93,7 +93,7 @@ proptest! {
     fn strategic_merge_patch_turns_old_into_new(
         (old_toppings, old_labels, new_toppings, new_labels) in (toppings(), labels(), toppings(), labels())
     ) {
-        let codec = pizza_codec();
+        let codec = Pizza::codec();
         let schema = codec.patch_schema("v1beta1").unwrap();
         let (old, new) = (pizza(&old_toppings, &old_labels), pizza(&new_toppings, &new_labels));
         let patched = strategic_merge::apply(old.clone(), two_way_patch(&old, &new), PatchSchema::new(schema)).unwrap();
@@ -104,7 +104,7 @@ proptest! {
     fn apply_is_idempotent_and_owns_what_it_applied(
         (live_toppings, config_toppings, config_labels) in (toppings(), toppings(), labels())
     ) {
-        let versions = Pizzas(pizza_codec());
+        let versions = Pizzas(Pizza::codec());
         let reset = ResetFields::for_endpoint(true, false);
         let manager = FieldManager {
             versions: &versions,

@@ -3,9 +3,9 @@
 
 use apiserver::codec::{FieldValidation, MediaType};
 use apiserver::runtime::Versioned;
-use pizza_apiserver::restaurant::{Pizza, PizzaTopping};
+use pizza_apiserver::restaurant::{Pizza, PizzaTopping, Topping};
 use pizza_apiserver::validation::validate_pizza;
-use pizza_apiserver::{pizza_codec, topping_codec, v1alpha1, v1beta1};
+use pizza_apiserver::{v1alpha1, v1beta1};
 
 fn toppings(pairs: &[(&str, i32)]) -> Vec<PizzaTopping> {
     pairs
@@ -18,7 +18,7 @@ fn toppings(pairs: &[(&str, i32)]) -> Vec<PizzaTopping> {
 }
 
 fn decode_pizza(yaml: &str, version: &str) -> Pizza {
-    pizza_codec()
+    Pizza::codec()
         .decode(
             yaml.as_bytes(),
             MediaType::Yaml,
@@ -35,7 +35,7 @@ fn example_toppings() {
         let yaml = format!(
             "apiVersion: restaurant.programming-kubernetes.info/v1alpha1\nkind: Topping\nmetadata:\n  name: {name}\nspec:\n  cost: {cost:?}\n"
         );
-        let topping = topping_codec()
+        let topping = Topping::codec()
             .decode(
                 yaml.as_bytes(),
                 MediaType::Yaml,
@@ -45,7 +45,7 @@ fn example_toppings() {
             .unwrap();
         assert_eq!(topping.object.metadata.name, name);
         assert_eq!(topping.object.spec.cost, cost);
-        let json = topping_codec()
+        let json = Topping::codec()
             .encode(&topping.object, "v1alpha1", MediaType::Json)
             .unwrap();
         let json = String::from_utf8(json).unwrap();
@@ -67,7 +67,7 @@ fn margherita() {
         toppings(&[("mozzarella", 1), ("tomato", 1)])
     );
     let beta = String::from_utf8(
-        pizza_codec()
+        Pizza::codec()
             .encode(&pizza, "v1beta1", MediaType::Json)
             .unwrap(),
     )
@@ -132,7 +132,7 @@ fn v1beta1_quantity_zero_or_unset_becomes_one() {
 #[test]
 fn unknown_fields_are_strict_errors_or_warnings() {
     let yaml = "apiVersion: restaurant.programming-kubernetes.info/v1beta1\nkind: Pizza\nmetadata:\n  name: x\nspec:\n  toppings:\n  - name: a\n    size: 3\n";
-    let err = pizza_codec()
+    let err = Pizza::codec()
         .decode(
             yaml.as_bytes(),
             MediaType::Yaml,
@@ -144,7 +144,7 @@ fn unknown_fields_are_strict_errors_or_warnings() {
         err.to_string(),
         "strict decoding error: unknown field \"spec.toppings[0].size\""
     );
-    let warned = pizza_codec()
+    let warned = Pizza::codec()
         .decode(
             yaml.as_bytes(),
             MediaType::Yaml,
@@ -155,7 +155,7 @@ fn unknown_fields_are_strict_errors_or_warnings() {
     assert_eq!(warned.warnings, ["unknown field \"spec.toppings[0].size\""]);
     // `Spec` is not `spec`: JSON is case-sensitive.
     let json = br#"{"apiVersion":"restaurant.programming-kubernetes.info/v1alpha1","kind":"Topping","metadata":{"name":"t"},"Spec":{"cost":1}}"#;
-    let err = topping_codec()
+    let err = Topping::codec()
         .decode(json, MediaType::Json, "v1alpha1", FieldValidation::Strict)
         .unwrap_err();
     assert_eq!(
@@ -208,7 +208,7 @@ fn openapi_schemas_carry_doc_comments() {
     );
     assert_eq!(schema["properties"]["metadata"]["type"], "object");
     assert!(schema.get("$schema").is_none());
-    let full = pizza_codec().openapi_schema("v1beta1").unwrap();
+    let full = Pizza::codec().openapi_schema("v1beta1").unwrap();
     assert_eq!(
         full["x-kubernetes-group-version-kind"][0]["version"],
         "v1beta1"

@@ -841,7 +841,7 @@ async fn streamed_lists_are_the_lists_encoded_whole() {
         .await;
         assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
     }
-    let codec = pizza_apiserver::topping_codec();
+    let codec = pizza_apiserver::restaurant::Topping::codec();
     let protobuf = ("accept", "application/vnd.kubernetes.protobuf");
     for version in ["v1alpha1", "v1beta1"] {
         for query in ["", "?limit=150", "?resourceVersion=0"] {

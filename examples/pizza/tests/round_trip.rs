@@ -8,7 +8,6 @@ use chrono::TimeZone;
 use pizza_apiserver::restaurant::{
     Pizza, PizzaSpec, PizzaStatus, PizzaTopping, Topping, ToppingSpec,
 };
-use pizza_apiserver::{pizza_codec, topping_codec};
 use proptest::prelude::*;
 
 fn meta(namespaced: bool) -> impl Strategy<Value = ObjectMeta> {
@@ -70,7 +69,7 @@ fn topping() -> impl Strategy<Value = Topping> {
 proptest! {
     #[test]
     fn pizzas_round_trip_through_every_version_and_format(pizza in pizza()) {
-        let codec = pizza_codec();
+        let codec = Pizza::codec();
         for version in codec.versions() {
             for format in MediaType::ALL {
                 let bytes = codec.encode(&pizza, version, format).unwrap();
@@ -85,7 +84,7 @@ proptest! {
 
     #[test]
     fn toppings_round_trip_through_every_version_and_format(topping in topping()) {
-        let codec = topping_codec();
+        let codec = Topping::codec();
         for version in codec.versions() {
             for format in MediaType::ALL {
                 let bytes = codec.encode(&topping, version, format).unwrap();
@@ -109,15 +108,15 @@ fn identity_of_the_hub_types() {
     );
     assert_eq!(Pizza::PRINTER_COLUMNS[0].json_path, ".status.cost");
     assert_eq!(
-        pizza_codec().versions().collect::<Vec<_>>(),
+        Pizza::codec().versions().collect::<Vec<_>>(),
         ["v1beta1", "v1alpha1"]
     );
-    assert_eq!(pizza_codec().storage_version_name(), Some("v1alpha1"));
+    assert_eq!(Pizza::codec().storage_version_name(), Some("v1alpha1"));
 }
 
 /// A hub pizza as its v1beta1 JSON document.
 fn v1beta1_json(pizza: &Pizza) -> serde_json::Value {
-    let bytes = pizza_codec()
+    let bytes = Pizza::codec()
         .encode(pizza, "v1beta1", MediaType::Json)
         .expect("encodes");
     serde_json::from_slice(&bytes).expect("JSON")
@@ -125,7 +124,7 @@ fn v1beta1_json(pizza: &Pizza) -> serde_json::Value {
 
 fn strategic_merge(original: serde_json::Value, patch: serde_json::Value) -> serde_json::Value {
     use apiserver::endpoints::strategic_merge::{PatchSchema, apply};
-    let codec = pizza_codec();
+    let codec = Pizza::codec();
     let schema = codec.patch_schema("v1beta1").expect("v1beta1 is served");
     apply(original, patch, PatchSchema::new(schema)).expect("patch applies")
 }
@@ -152,7 +151,7 @@ proptest! {
         patch["metadata"]["$patch"] = "replace".into();
         patch["status"]["$patch"] = "replace".into();
         let patched = strategic_merge(old_json, patch);
-        let decoded = pizza_codec()
+        let decoded = Pizza::codec()
             .decode(&serde_json::to_vec(&patched).unwrap(), MediaType::Json, "v1beta1", FieldValidation::Strict)
             .expect("decodes");
         prop_assert_eq!(decoded.object, new);
@@ -165,7 +164,7 @@ proptest! {
         let name = old.spec.toppings[index].name.clone();
         let patch = serde_json::json!({ "spec": { "toppings": [{ "name": name, "quantity": quantity }] } });
         let patched = strategic_merge(v1beta1_json(&old), patch);
-        let decoded = pizza_codec()
+        let decoded = Pizza::codec()
             .decode(&serde_json::to_vec(&patched).unwrap(), MediaType::Json, "v1beta1", FieldValidation::Strict)
             .expect("decodes");
         let mut want = old.clone();
@@ -184,7 +183,7 @@ proptest! {
         continue_token in prop_oneof![Just(String::new()), "[a-zA-Z0-9]{1,20}"],
         remaining in prop::option::of(0i64..1000),
     ) {
-        let codec = pizza_codec();
+        let codec = Pizza::codec();
         let meta = apiserver::meta::ListMeta {
             resource_version: "42".into(),
             continue_: continue_token,
@@ -207,30 +206,33 @@ proptest! {
 
 // The framework's generated round trip: objects made from each preferred version's schema, valid by the type's
 // own validation where it has one.
-apiserver::round_trip_test!(generated_pizzas_round_trip, pizza_codec(), |p: &Pizza| {
+apiserver::round_trip_test!(generated_pizzas_round_trip, Pizza::codec(), |p: &Pizza| {
     pizza_apiserver::validation::validate_pizza(p).is_empty()
 });
-apiserver::round_trip_test!(generated_toppings_round_trip, topping_codec());
-apiserver::round_trip_test!(generated_ovens_round_trip, pizza_apiserver::oven_codec());
+apiserver::round_trip_test!(generated_toppings_round_trip, Topping::codec());
+apiserver::round_trip_test!(
+    generated_ovens_round_trip,
+    pizza_apiserver::restaurant::Oven::codec()
+);
 
 // Stored protobuf names fields by tag: each served version's tags are kept in a checked-in table.
 apiserver::protobuf_tags_test!(
     pizza_protobuf_tags,
-    pizza_codec(),
+    Pizza::codec(),
     "tests/protobuf-tags/pizzas.txt"
 );
 apiserver::protobuf_tags_test!(
     topping_protobuf_tags,
-    topping_codec(),
+    Topping::codec(),
     "tests/protobuf-tags/toppings.txt"
 );
 apiserver::protobuf_tags_test!(
     oven_protobuf_tags,
-    pizza_apiserver::oven_codec(),
+    pizza_apiserver::restaurant::Oven::codec(),
     "tests/protobuf-tags/ovens.txt"
 );
 apiserver::protobuf_tags_test!(
     menu_protobuf_tags,
-    pizza_apiserver::menu_codec(),
+    pizza_apiserver::restaurant::MenuItem::codec(),
     "tests/protobuf-tags/menuitems.txt"
 );
