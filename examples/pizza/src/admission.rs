@@ -1,6 +1,6 @@
 //! The `PizzaToppings` admission plugin: a pizza may only name toppings that exist.
 
-use apiserver::admission::{Attributes, Initializer, KindCheck, Lister, PluginError};
+use apiserver::admission::{Attributes, KindCheck, Lister};
 use apiserver::async_trait;
 use apiserver::registry::ApiError;
 
@@ -15,34 +15,18 @@ pub const UNKNOWN_TOPPING_ANNOTATION: &str =
 
 /// Refuses pizzas (on create and update, not status updates) naming a topping that does not exist, reading toppings
 /// from the server's own watch cache as the reference server reads them from its informer.
-pub struct PizzaToppings {
-    toppings: Lister<Topping>,
-}
-
-impl PizzaToppings {
-    /// Builds the rule from the initializer's topping lister.
-    pub fn build(initializer: &Initializer) -> Result<Self, PluginError> {
-        Ok(PizzaToppings {
-            toppings: initializer.listers.get::<Topping>()?,
-        })
-    }
-}
+pub struct PizzaToppings(pub Lister<Topping>);
 
 #[async_trait]
 impl KindCheck<Pizza> for PizzaToppings {
     async fn ready(&self) -> bool {
-        self.toppings.has_synced().await
+        self.0.has_synced().await
     }
 
-    async fn check(
-        &self,
-        attributes: &Attributes,
-        pizza: &Pizza,
-        _: Option<&Pizza>,
-    ) -> Result<(), ApiError> {
+    async fn check(&self, attributes: &Attributes, pizza: &Pizza, _: Option<&Pizza>) -> Result<(), ApiError> {
         for topping in &pizza.spec.toppings {
             // As the reference plugin, only "not found" refuses; other lister errors let the pizza through.
-            if let Ok(None) = self.toppings.get(None, &topping.name).await {
+            if let Ok(None) = self.0.get(None, &topping.name).await {
                 // Auditors see which topping a refused pizza named.
                 let _ = attributes.annotate(UNKNOWN_TOPPING_ANNOTATION, &topping.name);
                 return Err(attributes.forbidden(format!("unknown topping: {}", topping.name)));

@@ -13,13 +13,7 @@ pub const COST_CONTROLLER: &str = "pizza-cost";
 
 /// Runs the controller until the server shuts down.
 pub async fn run(pizzas: Store<Pizza>, toppings: Store<Topping>, shutdown: ShutdownSignal) {
-    let names = |pizza: &Pizza, topping: &Topping| {
-        pizza
-            .spec
-            .toppings
-            .iter()
-            .any(|t| t.name == topping.metadata.name)
-    };
+    let names = |pizza: &Pizza, topping: &Topping| pizza.spec.toppings.iter().any(|t| t.name == topping.metadata.name);
     Controller::new(COST_CONTROLLER)
         .owns(pizzas.clone())
         .watches_for(toppings.clone(), pizzas.clone(), names)
@@ -54,10 +48,7 @@ impl Reconciler for CostReconciler {
                 current.status.cost = cost;
             }
         };
-        self.pizzas
-            .status()
-            .modify(namespace, &key.name, set_cost)
-            .await?;
+        self.pizzas.status().modify(namespace, &key.name, set_cost).await?;
         Ok(())
     }
 }

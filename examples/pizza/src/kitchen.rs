@@ -52,15 +52,9 @@ impl Subresource<Pizza> for Log {
         let pizza = request.store.get(namespace, &request.name, None).await?;
         let mut lines = vec![format!("{}: dough rolled\n", pizza.metadata.name)];
         lines.extend(
-            pizza
-                .spec
-                .toppings
-                .iter()
-                .map(|t| format!("{}: {} x {}\n", pizza.metadata.name, t.quantity, t.name)),
+            pizza.spec.toppings.iter().map(|t| format!("{}: {} x {}\n", pizza.metadata.name, t.quantity, t.name)),
         );
         lines.push(format!("{}: into the oven\n", pizza.metadata.name));
-        Ok(Answer::Text(Box::pin(apiserver::futures::stream::iter(
-            lines,
-        ))))
+        Ok(Answer::Text(Box::pin(apiserver::futures::stream::iter(lines))))
     }
 }

@@ -13,10 +13,7 @@ pub const OVEN_CONTROLLER: &str = "oven";
 
 /// Runs the controller until the server shuts down.
 pub async fn run(ovens: Store<Oven>, shutdown: ShutdownSignal) {
-    Controller::new(OVEN_CONTROLLER)
-        .owns(ovens.clone())
-        .run(OvenReconciler { ovens }, shutdown)
-        .await;
+    Controller::new(OVEN_CONTROLLER).owns(ovens.clone()).run(OvenReconciler { ovens }, shutdown).await;
 }
 
 struct OvenReconciler {
@@ -37,10 +34,7 @@ impl Reconciler for OvenReconciler {
             oven.status.selector = selector(oven);
         };
         let namespace = key.namespace.as_deref();
-        self.ovens
-            .status()
-            .modify(namespace, &key.name, light)
-            .await?;
+        self.ovens.status().modify(namespace, &key.name, light).await?;
         Ok(())
     }
 }

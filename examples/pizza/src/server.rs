@@ -37,12 +37,8 @@ pub async fn start(options: Options) -> Result<Started, StartError> {
     app.provided(MenuItem::codec(), View::new(toppings.clone(), menu::item));
     app.subresource(&pizzas, "bake", kitchen::Bake);
     app.subresource(&pizzas, "log", kitchen::Log);
-    app.kind_check(PIZZA_TOPPINGS, true, PizzaToppings::build);
-    app.controller(COST_CONTROLLER, move |shutdown| {
-        cost::run(pizzas.clone(), toppings.clone(), shutdown)
-    });
-    app.controller(OVEN_CONTROLLER, move |shutdown| {
-        oven::run(ovens.clone(), shutdown)
-    });
+    app.kind_check(PIZZA_TOPPINGS, true, |init| Ok(PizzaToppings(init.listers.get()?)));
+    app.controller(COST_CONTROLLER, move |shutdown| cost::run(pizzas.clone(), toppings.clone(), shutdown));
+    app.controller(OVEN_CONTROLLER, move |shutdown| oven::run(ovens.clone(), shutdown));
     app.bind().await
 }

@@ -13,7 +13,8 @@ use crate::restaurant;
 pub struct Pizza {
     pub metadata: ObjectMeta,
     pub spec: PizzaSpec,
-    pub status: PizzaStatus,
+    // The same status as v1beta1's.
+    pub status: crate::v1beta1::PizzaStatus,
 }
 
 #[apiserver::served(hub = "restaurant::PizzaSpec")]
@@ -27,13 +28,6 @@ pub struct PizzaSpec {
         list_type = "atomic"
     )]
     pub toppings: Vec<String>,
-}
-
-#[apiserver::served(hub = "restaurant::PizzaStatus")]
-pub struct PizzaStatus {
-    /// The cost of the whole pizza including all toppings.
-    #[served(omitempty)]
-    pub cost: f64,
 }
 
 /// A topping.

@@ -20,31 +20,15 @@ pub fn validate_pizza(pizza: &Pizza) -> ErrorList {
     for (i, topping) in pizza.spec.toppings.iter().enumerate() {
         let path = toppings.index(i);
         if topping.quantity <= 0 {
-            errors.push(FieldError::invalid(
-                path.child("quantity"),
-                &topping.quantity,
-                "cannot be negative or zero",
-            ));
+            errors.push(FieldError::invalid(path.child("quantity"), &topping.quantity, "cannot be negative or zero"));
         } else if topping.quantity > MAX_QUANTITY {
             let detail = format!("must be less than or equal to {MAX_QUANTITY}");
-            errors.push(FieldError::invalid(
-                path.child("quantity"),
-                &topping.quantity,
-                &detail,
-            ));
+            errors.push(FieldError::invalid(path.child("quantity"), &topping.quantity, &detail));
         }
         if topping.name.is_empty() {
-            errors.push(FieldError::invalid(
-                path.child("name"),
-                &topping.name,
-                "cannot be empty",
-            ));
+            errors.push(FieldError::invalid(path.child("name"), &topping.name, "cannot be empty"));
         } else if !seen.insert(topping.name.as_str()) {
-            errors.push(FieldError::invalid(
-                path.child("name"),
-                &topping.name,
-                "must be unique",
-            ));
+            errors.push(FieldError::invalid(path.child("name"), &topping.name, "must be unique"));
         }
     }
     errors
@@ -55,11 +39,7 @@ pub fn validate_oven(oven: &Oven) -> ErrorList {
     let mut errors = ErrorList::default();
     if oven.spec.replicas < 0 {
         let replicas = Path::new("spec").child("replicas");
-        errors.push(FieldError::invalid(
-            replicas,
-            &oven.spec.replicas,
-            "must be greater than or equal to 0",
-        ));
+        errors.push(FieldError::invalid(replicas, &oven.spec.replicas, "must be greater than or equal to 0"));
     }
     errors
 }
