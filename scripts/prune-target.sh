@@ -19,7 +19,7 @@ prune_deps() {
   # The workspace's own libraries get new hashes whenever the checkout moves (a fresh clone elsewhere) or the source
   # changes: of those, too, only the newest two of each kind stay (a crate may be built with and without its
   # `testing` feature).
-  for crate in apiserver apiserver_derive apiserver_storage_etcd apiserver_storage_sql apiserver_storage_rocks \
+  for crate in apiserver apiserver_derive apiserver_storage apiserver_storage_etcd apiserver_storage_sql apiserver_storage_rocks \
     pizza_apiserver apiserver_bench apiserver_cel apiserver_tests apiserver_fuzz apiserver_gotext library_apiserver \
     wardle_apiserver inventory_apiserver; do
     for ext in rlib rmeta so; do
