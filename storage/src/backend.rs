@@ -8,7 +8,6 @@ use std::time::Duration;
 use crate::memory::MemoryStorage;
 use crate::{Storage, StorageError};
 
-
 /// What a backend needs to know to open.
 #[derive(Clone, Copy, Debug)]
 pub struct OpenContext<'a> {

@@ -1,6 +1,8 @@
 //! The storage conformance suite against the in-memory backend, one test per case.
 
-apiserver_storage::storage_conformance!(|| async { apiserver_storage::MemoryStorage::new().into_dyn() });
+apiserver_storage::storage_conformance!(|| async {
+    apiserver_storage::MemoryStorage::new().into_dyn()
+});
 
 /// The single-entry-point form runs too.
 #[test]

@@ -26,9 +26,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::{
-    AllowDeletion, GetOptions, Preconditions, Storage, StorageError, StoredObject,
-};
+use crate::{AllowDeletion, GetOptions, Preconditions, Storage, StorageError, StoredObject};
 
 // ---------------------------------------------------------------- the generic checker
 
