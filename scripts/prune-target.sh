@@ -19,8 +19,9 @@ prune_deps() {
   # The workspace's own libraries get new hashes whenever the checkout moves (a fresh clone elsewhere) or the source
   # changes: of those, too, only the newest two of each kind stay (a crate may be built with and without its
   # `testing` feature).
-  for crate in apiserver apiserver_derive apiserver_storage_etcd apiserver_storage_sql apiserver_storage_rocks \
-    pizza_apiserver apiserver_bench apiserver_cel apiserver_tests apiserver_fuzz apiserver_gotext apiserver_backends library_apiserver \
+  for crate in apiserver apiserver_derive apiserver_storage apiserver_storage_etcd apiserver_storage_sql \
+    apiserver_storage_rocks apiserver_backends pizza_apiserver apiserver_bench apiserver_cel apiserver_tests \
+    apiserver_fuzz apiserver_gotext library_apiserver \
     wardle_apiserver inventory_apiserver; do
     for ext in rlib rmeta so; do
       { ls -t "lib${crate}"-*."${ext}" 2>/dev/null || true; } | tail -n +3 | xargs -r rm -f --

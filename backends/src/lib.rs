@@ -13,8 +13,7 @@
 //! }
 //! ```
 
-use apiserver::app::{BackendSet, StorageBackend};
-use apiserver::clap;
+use apiserver_storage::backend::{BackendSet, StorageBackend};
 
 /// The flags of every backend this crate is built with.
 #[derive(Clone, Debug, clap::Args)]
@@ -67,7 +66,7 @@ impl BackendSet for BackendOptions {
 #[cfg(test)]
 mod tests {
     use apiserver::app::Options;
-    use apiserver::clap::{CommandFactory, Parser};
+    use clap::{CommandFactory, Parser};
 
     use super::BackendOptions;
 

@@ -103,11 +103,14 @@
 //!
 //! # Writing a storage backend
 //!
-//! Implement [`storage::Storage`] (its doc comments are the contract: revisions, preconditions, list paging and
-//! consistency, watch semantics and errors), prove it with the shared conformance suite (with the `testing`
-//! feature, `apiserver::storage_conformance!(|| async { Arc::new(MyStore::new().await) as Arc<dyn Storage> });`
-//! in the backend's tests: the backend is done when the whole suite passes), and let servers choose it by flag by
-//! implementing [`app::StorageBackend`] on the backend's `clap` options. `guaranteed_update` and `delete` need not
+//! A backend crate depends on `apiserver-storage` (the contract, re-exported here as [`storage`]), not on this
+//! crate, so that it does not rebuild when the server changes. Implement [`storage::Storage`] (its doc comments are
+//! the contract: revisions, preconditions, list paging and consistency, watch semantics and errors), prove it with
+//! the shared conformance suite (with the `testing` feature,
+//! `apiserver_storage::storage_conformance!(|| async { Arc::new(MyStore::new().await) as Arc<dyn Storage> });` in
+//! the backend's tests: the backend is done when the whole suite passes; `apiserver::storage::testing::cached`
+//! runs it through the watch cache), and let servers choose it by flag by implementing [`app::StorageBackend`]
+//! (`apiserver_storage::backend::StorageBackend`) on the backend's `clap` options. `guaranteed_update` and `delete` need not
 //! be written again: implement the four conditional operations of [`storage::optimistic::OptimisticStore`] and
 //! call its driver, as every backend here does.
 //!
@@ -154,6 +157,10 @@ pub mod request;
 pub mod runtime;
 pub mod server;
 pub mod storage;
+/// The backend conformance suite as one `#[test]` per case (`apiserver_storage::storage_conformance!`).
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub use apiserver_storage::storage_conformance;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

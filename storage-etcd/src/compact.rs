@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use apiserver::storage::StorageError;
+use apiserver_storage::StorageError;
 use etcd_client::{Compare, CompareOp, KvClient, Txn, TxnOp, TxnOpResponse};
 
 use crate::error::{EtcdFailure, classify};

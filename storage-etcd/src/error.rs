@@ -1,6 +1,6 @@
 //! Turning etcd client errors into [`StorageError`]s, and the errors of connecting.
 
-use apiserver::storage::StorageError;
+use apiserver_storage::StorageError;
 
 /// etcd's message for a read or watch below the compacted revision (`mvcc.ErrCompacted`).
 const COMPACTED: &str = "required revision has been compacted";

@@ -1,5 +1,5 @@
 //! The etcd v3 storage backend of the apiserver framework: [`EtcdStorage`] implements
-//! [`apiserver::storage::Storage`] with `etcd-client`, following upstream `k8s.io/apiserver/pkg/storage/etcd3`.
+//! [`apiserver_storage::Storage`] with `etcd-client`, following upstream `k8s.io/apiserver/pkg/storage/etcd3`.
 //!
 //! - resourceVersion = the key's `mod_revision`; creates, updates and deletes are single transactions guarded
 //!   by `mod_revision`, whose else branch reads the current value back (no extra round trip on conflict);

@@ -32,7 +32,7 @@ pub struct EtcdOptions {
     pub etcd_keyfile: Option<PathBuf>,
 
     /// The interval of compaction requests. If 0, the compaction request from the apiserver is disabled.
-    #[arg(long = "etcd-compaction-interval", default_value = "5m0s", value_parser = apiserver::meta::parse_duration)]
+    #[arg(long = "etcd-compaction-interval", default_value = "5m0s", value_parser = apiserver_storage::backend::parse_duration)]
     pub etcd_compaction_interval: Duration,
 }
 
@@ -124,7 +124,7 @@ impl EtcdConfig {
 
 /// `--storage-backend etcd`: the etcd at `--etcd-servers`.
 #[async_trait::async_trait]
-impl apiserver::app::StorageBackend for EtcdOptions {
+impl apiserver_storage::backend::StorageBackend for EtcdOptions {
     fn names(&self) -> &'static [&'static str] {
         &["etcd"]
     }
@@ -132,8 +132,8 @@ impl apiserver::app::StorageBackend for EtcdOptions {
     async fn open(
         &self,
         _: &str,
-        context: apiserver::app::OpenContext<'_>,
-    ) -> Result<std::sync::Arc<dyn apiserver::storage::Storage>, String> {
+        context: apiserver_storage::backend::OpenContext<'_>,
+    ) -> Result<std::sync::Arc<dyn apiserver_storage::Storage>, String> {
         crate::EtcdStorage::from_options(self, context.prefix)
             .await
             .map(crate::EtcdStorage::into_dyn)

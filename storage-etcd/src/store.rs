@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use apiserver::storage::optimistic::{self, Latest, OptimisticStore, Outcome};
-use apiserver::storage::{
+use apiserver_storage::optimistic::{self, Latest, OptimisticStore, Outcome};
+use apiserver_storage::{
     GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Stats, Storage, StorageError,
     StoredObject, TryUpdate, ValidateDeletion, WatchOptions, WatchStream, encode_continue,
     plan_list, validate_key,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use apiserver::storage::{
+use apiserver_storage::{
     EventType, KeyRange, Predicate, Storage, StorageError, StoredObject, WatchEvent, WatchOptions,
     WatchStream,
 };

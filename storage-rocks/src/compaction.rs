@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use apiserver::storage::StorageError;
+use apiserver_storage::StorageError;
 use rocksdb::{IteratorMode, ReadOptions, WriteBatch, WriteOptions};
 
 use crate::encoding::{
@@ -120,7 +120,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, interval: Duration) -> std::io::Result<
 
 #[cfg(test)]
 mod tests {
-    use apiserver::storage::{AllowDeletion, Storage, StoredObject};
+    use apiserver_storage::{AllowDeletion, Storage, StoredObject};
     use bytes::Bytes;
 
     use crate::encoding::{CF_HISTORY, CF_LOG, decode_u64, split_history_key};

@@ -9,7 +9,7 @@
 //!
 //! Every write puts its `latest`, `history` and `log` entries and the new `revision` in one atomic batch.
 
-use apiserver::storage::StorageError;
+use apiserver_storage::StorageError;
 
 /// Column family of the current value of each live key.
 pub(crate) const CF_LATEST: &str = "latest";

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use apiserver::storage::StorageError;
+use apiserver_storage::StorageError;
 
 use crate::scan::Snapshot;
 use crate::store::{Shared, db_err};
@@ -68,7 +68,7 @@ pub(crate) fn catch_up(shared: &Shared, secondary: &Secondary) -> Result<u64, St
 
 #[cfg(test)]
 mod tests {
-    use apiserver::storage::{
+    use apiserver_storage::{
         AllowDeletion, EventType, ListOptions, Storage, StoredObject, WatchEvent, WatchOptions,
     };
     use bytes::Bytes;
@@ -93,7 +93,7 @@ mod tests {
             .unwrap()
     }
 
-    async fn next(watch: &mut apiserver::storage::WatchStream) -> WatchEvent {
+    async fn next(watch: &mut apiserver_storage::WatchStream) -> WatchEvent {
         tokio::time::timeout(std::time::Duration::from_secs(10), watch.next())
             .await
             .expect("an event")
@@ -163,7 +163,7 @@ mod tests {
                 "/p/",
                 &ListOptions {
                     resource_version: Some(b.revision),
-                    resource_version_match: Some(apiserver::storage::ResourceVersionMatch::Exact),
+                    resource_version_match: Some(apiserver_storage::ResourceVersionMatch::Exact),
                     recursive: true,
                     ..Default::default()
                 },
@@ -200,7 +200,7 @@ mod tests {
         assert_eq!(event.event_type, EventType::Error);
         assert_eq!(
             event.error.unwrap().to_string(),
-            apiserver::storage::StorageError::watch_expired().to_string()
+            apiserver_storage::StorageError::watch_expired().to_string()
         );
         assert_eq!(follower.compact_revision().await.unwrap(), last.revision);
     }

@@ -1,6 +1,6 @@
 //! Embedded RocksDB storage backend for the apiserver framework: durable, MVCC, no external service.
 //!
-//! [`RocksStorage`] implements [`apiserver::storage::Storage`] on one RocksDB database:
+//! [`RocksStorage`] implements [`apiserver_storage::Storage`] on one RocksDB database:
 //!
 //! - One strictly increasing revision, stored with every write in the same atomic batch, so it survives restarts
 //!   and a crash never leaves a hole in the sequence.
@@ -16,8 +16,8 @@
 //!   lists and watches, and cannot write. Backups and migrations of a running server use it.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), apiserver::storage::StorageError> {
-//! use apiserver::storage::Storage;
+//! # async fn demo() -> Result<(), apiserver_storage::StorageError> {
+//! use apiserver_storage::Storage;
 //! use apiserver_storage_rocks::{RocksOptions, RocksStorage};
 //!
 //! let store = RocksStorage::open("/var/lib/my-apiserver/rocksdb", &RocksOptions::default())?;

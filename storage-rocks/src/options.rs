@@ -18,7 +18,7 @@ pub struct RocksOptions {
         id = "rocksdb_compaction_interval",
         long = "rocksdb-compaction-interval",
         default_value = "5m",
-        value_parser = apiserver::meta::parse_duration
+        value_parser = apiserver_storage::backend::parse_duration
     )]
     pub compaction_interval: Duration,
 
@@ -45,7 +45,7 @@ impl Default for RocksOptions {
 /// `--storage-backend rocksdb`: a database in `<data-dir>/rocksdb`; a store only read (a backup, a migration's
 /// source) is followed, so its server may keep running.
 #[async_trait::async_trait]
-impl apiserver::app::StorageBackend for RocksOptions {
+impl apiserver_storage::backend::StorageBackend for RocksOptions {
     fn names(&self) -> &'static [&'static str] {
         &["rocksdb"]
     }
@@ -53,8 +53,8 @@ impl apiserver::app::StorageBackend for RocksOptions {
     async fn open(
         &self,
         _: &str,
-        context: apiserver::app::OpenContext<'_>,
-    ) -> Result<std::sync::Arc<dyn apiserver::storage::Storage>, String> {
+        context: apiserver_storage::backend::OpenContext<'_>,
+    ) -> Result<std::sync::Arc<dyn apiserver_storage::Storage>, String> {
         let path = context.data_dir.join("rocksdb");
         let options = self.clone();
         let read_only = context.read_only;
@@ -69,7 +69,7 @@ impl apiserver::app::StorageBackend for RocksOptions {
         .await
         .map_err(|e| e.to_string())?
         .map(crate::RocksStorage::into_dyn)
-        .map_err(apiserver::app::open_error)
+        .map_err(apiserver_storage::backend::open_error)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Reads at one revision: every list, stats call and watch start reads from one RocksDB snapshot, whose own
 //! `revision` and `compacted` metadata say what it can serve. Reads never take the write path's lock.
 
-use apiserver::storage::{
+use apiserver_storage::{
     KeyRange, ListOptions, ListResult, Stats, StorageError, StoredObject, encode_continue,
     plan_list,
 };
@@ -351,7 +351,7 @@ pub(crate) fn list(
 
 /// Object count and mean value size under `prefix` (blocking).
 pub(crate) fn stats(shared: &Shared, prefix: &str) -> Result<Stats, StorageError> {
-    apiserver::storage::validate_key(prefix)?;
+    apiserver_storage::validate_key(prefix)?;
     let snapshot = Snapshot::new(shared)?;
     let cf = shared.cf(CF_LATEST)?;
     let iter = snapshot.iterator_cf_opt(

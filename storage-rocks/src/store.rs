@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLockReadGuard};
 use std::thread::JoinHandle;
 
-use apiserver::storage::optimistic::{self, Latest, OptimisticStore, Outcome};
-use apiserver::storage::{
+use apiserver_storage::optimistic::{self, Latest, OptimisticStore, Outcome};
+use apiserver_storage::{
     Change, GetOptions, ListOptions, ListResult, Preconditions, Stats, Storage, StorageError,
     StoredObject, TryUpdate, ValidateDeletion, WatchOptions, WatchStream, validate_key,
 };

@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 
-use apiserver::storage::{
+use apiserver_storage::{
     Change, EventType, KeyRange, Predicate, StorageError, StoredObject, WatchEvent, WatchOptions,
     WatchStream,
 };

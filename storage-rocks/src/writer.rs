@@ -11,8 +11,8 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use apiserver::storage::optimistic::Outcome;
-use apiserver::storage::{Change, StorageError, StoredObject};
+use apiserver_storage::optimistic::Outcome;
+use apiserver_storage::{Change, StorageError, StoredObject};
 use bytes::Bytes;
 use rocksdb::{WriteBatch, WriteOptions};
 use tokio::sync::oneshot;

@@ -7,7 +7,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use apiserver::storage::{Change, StorageError, StoredObject};
+use apiserver_storage::{Change, StorageError, StoredObject};
 use bytes::Bytes;
 use sqlx::Row;
 

@@ -1,4 +1,4 @@
-//! SQLite and Postgres storage backends for the apiserver framework: the [`Storage`](apiserver::storage::Storage)
+//! SQLite and Postgres storage backends for the apiserver framework: the [`Storage`](apiserver_storage::Storage)
 //! contract implemented natively on SQL with sqlx, without an etcd translation layer.
 //!
 //! - **Schema**: an append-only log table, one row per create, update or delete (tombstone), keyed by revision,

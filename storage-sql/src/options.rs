@@ -37,11 +37,11 @@ pub struct SqlStorageOptions {
     #[arg(long = "storage-compaction-batch", default_value_t = 1000)]
     pub compaction_batch: u64,
     /// How long one compaction call may run; what is left is continued by the next call.
-    #[arg(long = "storage-compaction-timeout", default_value = "60s", value_parser = apiserver::meta::parse_duration)]
+    #[arg(long = "storage-compaction-timeout", default_value = "60s", value_parser = apiserver_storage::backend::parse_duration)]
     pub compaction_timeout: Duration,
     /// How often watches poll the database for writes they were not told about (other processes; on Postgres
     /// only a fallback behind LISTEN/NOTIFY).
-    #[arg(long = "storage-watch-poll-interval", default_value = "1s", value_parser = apiserver::meta::parse_duration)]
+    #[arg(long = "storage-watch-poll-interval", default_value = "1s", value_parser = apiserver_storage::backend::parse_duration)]
     pub watch_poll_interval: Duration,
     /// How many events a watcher may fall behind before it is cut off with an error.
     #[arg(long = "storage-watch-buffer", default_value_t = 1024)]
@@ -83,7 +83,7 @@ impl SqlStorageOptions {
 /// `--storage-backend sqlite` (a file in the data directory unless `--storage-url` names one) and
 /// `--storage-backend postgres` (at `--storage-url`).
 #[async_trait::async_trait]
-impl apiserver::app::StorageBackend for SqlStorageOptions {
+impl apiserver_storage::backend::StorageBackend for SqlStorageOptions {
     /// The engines this build has (cargo features `sqlite` and `postgres`), so that an unknown `--storage-backend`
     /// lists only what can be chosen.
     fn names(&self) -> &'static [&'static str] {
@@ -98,8 +98,8 @@ impl apiserver::app::StorageBackend for SqlStorageOptions {
     async fn open(
         &self,
         name: &str,
-        context: apiserver::app::OpenContext<'_>,
-    ) -> Result<std::sync::Arc<dyn apiserver::storage::Storage>, String> {
+        context: apiserver_storage::backend::OpenContext<'_>,
+    ) -> Result<std::sync::Arc<dyn apiserver_storage::Storage>, String> {
         let url = self.url_or_default(context.data_dir);
         let wanted = if name == "sqlite" {
             "sqlite:"
@@ -118,7 +118,7 @@ impl apiserver::app::StorageBackend for SqlStorageOptions {
         crate::SqlStorage::open(&options)
             .await
             .map(crate::SqlStorage::into_dyn)
-            .map_err(apiserver::app::open_error)
+            .map_err(apiserver_storage::backend::open_error)
     }
 
     /// Replicas of a server share one Postgres database; a SQLite file belongs to one process.
@@ -170,7 +170,7 @@ mod tests {
     /// An unknown `--storage-backend` lists only the engines compiled in.
     #[test]
     fn names_are_the_engines_built_in() {
-        use apiserver::app::StorageBackend;
+        use apiserver_storage::backend::StorageBackend;
         let names = SqlStorageOptions::default().names();
         assert_eq!(names.contains(&"sqlite"), cfg!(feature = "sqlite"));
         assert_eq!(names.contains(&"postgres"), cfg!(feature = "postgres"));

@@ -4,8 +4,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use apiserver::storage::optimistic::{self, Latest, OptimisticStore, Outcome};
-use apiserver::storage::{
+use apiserver_storage::optimistic::{self, Latest, OptimisticStore, Outcome};
+use apiserver_storage::{
     Change, GetOptions, KeyRange, ListOptions, ListResult, Preconditions, Stats, Storage,
     StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent, WatchOptions, WatchStream,
     encode_continue, plan_list, validate_key,
@@ -228,7 +228,7 @@ impl SqlStorage {
         from: From,
         rev: u64,
         limit: usize,
-        predicate: &apiserver::storage::Predicate,
+        predicate: &apiserver_storage::Predicate,
     ) -> Result<Range, StorageError> {
         let db = &self.inner.db;
         let mut items = Vec::new();
@@ -298,7 +298,7 @@ impl SqlStorage {
         }
     }
 
-    fn list_expired(plan: &apiserver::storage::ListPlan) -> StorageError {
+    fn list_expired(plan: &apiserver_storage::ListPlan) -> StorageError {
         if plan.continuing {
             let start = plan.start_key.as_deref().unwrap_or(plan.range.as_str());
             let token = encode_continue(start, plan.range.as_str(), -1).ok();
@@ -563,7 +563,7 @@ impl Storage for SqlStorage {
                     From::Inclusive(start),
                     at,
                     0,
-                    &apiserver::storage::Predicate::everything(),
+                    &apiserver_storage::Predicate::everything(),
                 )
                 .await?;
             pending.extend(items.into_iter().map(Pending::Initial));

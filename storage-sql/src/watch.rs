@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use apiserver::storage::{
+use apiserver_storage::{
     Change, EventType, KeyRange, Predicate, StorageError, StoredObject, WatchEvent,
 };
 use tokio::sync::{Notify, mpsc, watch};

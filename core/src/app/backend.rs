@@ -1,94 +1,7 @@
-//! Storage backends chosen by `--storage-backend`: each backend crate implements [`StorageBackend`] on its
-//! options struct, and a binary hands the ones it was built with to [`App::backend`](super::App::backend). The
-//! memory backend is always there.
+//! Choosing among the storage backends a binary was built with (`--storage-backend`); what a backend implements
+//! ([`StorageBackend`]) is in `apiserver-storage`.
 
-use std::path::Path;
-use std::sync::Arc;
-
-use crate::storage::memory::MemoryStorage;
-use crate::storage::{Storage, StorageError};
-
-/// What a backend needs to know to open.
-#[derive(Clone, Copy, Debug)]
-pub struct OpenContext<'a> {
-    /// The server's data directory (`--data-dir`): where an embedded database keeps its files.
-    pub data_dir: &'a Path,
-    /// The prefix of every key (`--etcd-prefix` or the server's default).
-    pub prefix: &'a str,
-    /// The store is only read (a backup, a migration's source) and its server may be running: a backend that
-    /// one process owns opens it as a follower rather than taking it.
-    pub read_only: bool,
-}
-
-/// A storage engine a server can be started on.
-#[async_trait::async_trait]
-pub trait StorageBackend: Send + Sync + 'static {
-    /// The `--storage-backend` values it answers to (one crate may bring several, as SQLite and Postgres).
-    fn names(&self) -> &'static [&'static str];
-
-    /// Opens the backend called `name` (one of [`names`](Self::names)). The error is shown to whoever started
-    /// the server, as it is.
-    async fn open(&self, name: &str, context: OpenContext<'_>) -> Result<Arc<dyn Storage>, String>;
-
-    /// Whether several server processes can run on one store of the backend `name` (a database server, not an
-    /// embedded file): `--leader-elect` is then on by default, so that one replica runs the controllers.
-    fn shared(&self, name: &str) -> bool {
-        let _ = name;
-        false
-    }
-
-    /// How storage metrics and spans name the backend (`etcd3` for etcd, as upstream); the name by default.
-    fn metrics_name(&self, name: &str) -> &'static str {
-        self.names()
-            .iter()
-            .find(|n| **n == name)
-            .copied()
-            .unwrap_or("other")
-    }
-}
-
-/// What [`App::backend`](super::App::backend) takes: one backend, or a set of them with the names of those the
-/// binary was built without (as `apiserver-backends`' options, one cargo feature per backend).
-pub trait BackendSet {
-    /// The backends, in the order `--storage-backend` looks a name up (the first is the default).
-    fn backends(self) -> Vec<Box<dyn StorageBackend>>;
-
-    /// The backends this set could hold but the binary was built without: `(name, cargo feature)`, so that
-    /// choosing one is refused by naming its feature.
-    fn not_built(&self) -> Vec<(&'static str, &'static str)> {
-        Vec::new()
-    }
-}
-
-impl<B: StorageBackend> BackendSet for B {
-    fn backends(self) -> Vec<Box<dyn StorageBackend>> {
-        vec![Box::new(self)]
-    }
-}
-
-/// A storage error as a startup message: an unreachable backend's own message says it all (the Status-style
-/// wrapper is for clients).
-pub fn open_error(error: StorageError) -> String {
-    match error {
-        StorageError::Unreachable { message, .. } => message,
-        other => other.to_string(),
-    }
-}
-
-/// The in-process backend: gone when the server stops.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Memory;
-
-#[async_trait::async_trait]
-impl StorageBackend for Memory {
-    fn names(&self) -> &'static [&'static str] {
-        &["memory"]
-    }
-
-    async fn open(&self, _: &str, _: OpenContext<'_>) -> Result<Arc<dyn Storage>, String> {
-        Ok(Arc::new(MemoryStorage::new()))
-    }
-}
+pub use apiserver_storage::backend::{BackendSet, Memory, OpenContext, StorageBackend, open_error};
 
 /// The backend `wanted` names among `backends` (the first when `None`), with its name. A backend the binary was
 /// built without (`unbuilt`: its name and cargo feature) is refused by saying so, not as an unknown name.
@@ -125,7 +38,10 @@ pub(super) fn choose<'a>(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::storage::Storage;
 
     struct Sql;
 

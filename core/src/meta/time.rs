@@ -1,7 +1,5 @@
 //! `metav1.Time` and `metav1.MicroTime`: RFC 3339 in JSON, `{seconds, nanos}` in protobuf.
 
-use std::time::Duration;
-
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use prost::bytes::{Buf, BufMut};
 use prost::encoding::{DecodeContext, WireType, int32, int64, skip_field};
@@ -129,47 +127,14 @@ timestamp!(
     SecondsFormat::Micros
 );
 
-/// Parses a duration flag or `metav1.Duration` text with Go's `time.ParseDuration` grammar
-/// ([`apiserver_gotext::parse_duration`]): an optionally signed sequence of decimal numbers with units
-/// `ns us µs ms s m h`, e.g. `300ms`, `1.5h`, `2h45m`, `1m30s`, or `0`; errors are Go's (`time: invalid duration
-/// "10"`). A negative duration is refused: no flag of ours has a meaning for one.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let nanos = apiserver_gotext::parse_duration(s).map_err(|e| e.to_string())?;
-    u64::try_from(nanos)
-        .map(Duration::from_nanos)
-        .map_err(|_| format!("negative duration {s:?} is not allowed"))
-}
+/// Go's `time.ParseDuration` as a non-negative [`Duration`](std::time::Duration), for duration flags and
+/// `metav1.Duration` text; it is the storage crate's, so that backends' flags parse the same way.
+pub use apiserver_storage::backend::parse_duration;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn go_durations() {
-        for (s, d) in [
-            ("0", Duration::ZERO),
-            ("0s", Duration::ZERO),
-            ("15s", Duration::from_secs(15)),
-            ("1m30s", Duration::from_secs(90)),
-            ("1.5h", Duration::from_secs(5400)),
-            ("300ms", Duration::from_millis(300)),
-            ("2us", Duration::from_micros(2)),
-            ("1h2m3s4ms", Duration::from_millis(3_723_004)),
-            ("+1m", Duration::from_secs(60)),
-            ("-0", Duration::ZERO),
-        ] {
-            assert_eq!(parse_duration(s).unwrap(), d, "{s}");
-        }
-        for (bad, message) in [
-            ("", r#"time: invalid duration """#),
-            ("10", r#"time: missing unit in duration "10""#),
-            ("1x", r#"time: unknown unit "x" in duration "1x""#),
-            ("1..5s", r#"time: missing unit in duration "1..5s""#),
-            ("-5s", r#"negative duration "-5s" is not allowed"#),
-        ] {
-            assert_eq!(parse_duration(bad), Err(message.to_string()), "{bad}");
-        }
-    }
     use prost::Message;
 
     #[test]

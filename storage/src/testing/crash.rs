@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::StreamExt;
 
-use crate::storage::{EventType, GetOptions, Storage, WatchOptions};
+use crate::{EventType, GetOptions, Storage, WatchOptions};
 
 /// Concurrent writers in the child.
 const WRITERS: usize = 4;

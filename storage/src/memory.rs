@@ -26,7 +26,7 @@ use super::{
     Storage, StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent, WatchOptions,
     WatchStream, encode_continue, plan_list, validate_key,
 };
-use crate::storage::Predicate;
+use crate::Predicate;
 
 /// How many events a watcher may fall behind before it is terminated, unless configured otherwise.
 pub const DEFAULT_WATCH_BUFFER: usize = 1024;

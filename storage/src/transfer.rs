@@ -583,7 +583,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::storage::MemoryStorage;
+    use crate::MemoryStorage;
 
     const PREFIX: &str = "/registry/example.com";
 

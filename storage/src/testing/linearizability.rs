@@ -26,9 +26,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::storage::{
-    AllowDeletion, GetOptions, Preconditions, Storage, StorageError, StoredObject,
-};
+use crate::{AllowDeletion, GetOptions, Preconditions, Storage, StorageError, StoredObject};
 
 // ---------------------------------------------------------------- the generic checker
 
@@ -1094,8 +1092,8 @@ pub async fn follow_watch(
     from: u64,
     sentinel: String,
     stop: Arc<std::sync::atomic::AtomicBool>,
-) -> Vec<crate::storage::WatchEvent> {
-    use crate::storage::{EventType, WatchOptions};
+) -> Vec<crate::WatchEvent> {
+    use crate::{EventType, WatchOptions};
     use futures::StreamExt;
     use std::sync::atomic::Ordering;
     assert!(from > 0, "follow_watch needs a start revision above 0");
@@ -1147,15 +1145,15 @@ pub async fn follow_watch(
 /// replaying the events gives the final state; and, with `contiguous` (nothing else writes to the store), no
 /// revision between `from` and the last acknowledged one missing. Returns the violations.
 pub fn check_watch(
-    events: &[crate::storage::WatchEvent],
+    events: &[crate::WatchEvent],
     history: &[KeyedOperation],
     from: u64,
     finals: &BTreeMap<String, Option<Version>>,
     contiguous: bool,
 ) -> Vec<String> {
-    use crate::storage::EventType;
+    use crate::EventType;
     let mut violations = Vec::new();
-    let mut by_rev: BTreeMap<u64, &crate::storage::WatchEvent> = BTreeMap::new();
+    let mut by_rev: BTreeMap<u64, &crate::WatchEvent> = BTreeMap::new();
     let mut prev = from;
     for e in events {
         if e.revision <= prev {
@@ -1167,7 +1165,7 @@ pub fn check_watch(
         prev = prev.max(e.revision);
         by_rev.insert(e.revision, e);
     }
-    let value_of = |e: &crate::storage::WatchEvent| decode_value(&e.value).ok();
+    let value_of = |e: &crate::WatchEvent| decode_value(&e.value).ok();
     let mut max_acked = from;
     for k in history {
         let expected = match k.op.output {
@@ -1697,7 +1695,7 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let store = crate::storage::MemoryStorage::new().into_dyn();
+            let store = crate::MemoryStorage::new().into_dyn();
             let rec = Recorder::new();
             record_storage_history(store, "/lin", &Workload::default(), &rec).await;
             let report = check_kv_history(&rec.history());
@@ -1712,7 +1710,7 @@ mod stale_backend {
     //! The recorder and checker together catch a backend that serves stale reads.
 
     use super::*;
-    use crate::storage::{
+    use crate::{
         ListOptions, ListResult, Stats, TryUpdate, ValidateDeletion, WatchOptions, WatchStream,
     };
     use async_trait::async_trait;
@@ -1793,7 +1791,7 @@ mod stale_backend {
             .unwrap();
         rt.block_on(async {
             let store: Arc<dyn Storage> = Arc::new(StaleReads {
-                inner: crate::storage::MemoryStorage::new().into_dyn(),
+                inner: crate::MemoryStorage::new().into_dyn(),
                 first: Mutex::default(),
             });
             let rec = Recorder::new();

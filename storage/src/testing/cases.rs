@@ -9,7 +9,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::future::{Ready, ready};
 
-use crate::storage::{
+use crate::{
     AllowDeletion, Attrs, AttrsFn, EventType, FieldSelector, GetOptions, LabelSelector,
     ListOptions, ListResult, NewValue, Preconditions, Predicate, ResourceKeys,
     ResourceVersionMatch, Storage, StorageError, StoredObject, UidFn, WatchEvent, WatchOptions,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::linearizability::{
     KvInput, Recorder, RunStats, Workload, check_kv_history, read_finals, record_storage_history,
 };
-use crate::storage::Storage;
+use crate::Storage;
 
 /// A tmpfs of a fixed size mounted on a temporary directory, unmounted when dropped.
 pub struct SmallFs {

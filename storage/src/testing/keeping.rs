@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::storage::{
+use crate::{
     GetOptions, ListOptions, ListResult, Preconditions, Stats, Storage, StorageError, StoredObject,
     TryUpdate, ValidateDeletion, WatchOptions, WatchStream,
 };

@@ -280,7 +280,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::storage::AllowDeletion;
+    use crate::AllowDeletion;
 
     const KEY: &str = "/k";
 

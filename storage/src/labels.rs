@@ -672,7 +672,8 @@ const DNS1123_SUBDOMAIN_FMT: &str =
 const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 
 /// Upstream `RegexError`: a format's message with examples and the regex.
-pub(crate) fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+#[doc(hidden)]
+pub fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
     let mut out = format!("{msg} (e.g. ");
     for (i, e) in examples.iter().enumerate() {
         if i > 0 {
