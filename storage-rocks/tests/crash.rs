@@ -24,6 +24,15 @@ const KILL_AFTER_ACKS: usize = 400;
 /// …or after this long, whichever comes first (a loaded machine may be slow).
 const KILL_AFTER: Duration = Duration::from_secs(120);
 
+/// The harness's name of `test`, a test of this file: prefixed with the module's path once the file is a module of a
+/// larger test binary (`--exact` must name the child test in full, or the child runs nothing).
+fn test_name(test: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{test}"),
+        None => test.to_string(),
+    }
+}
+
 fn options() -> RocksOptions {
     RocksOptions {
         compaction_interval: Duration::ZERO,
@@ -94,7 +103,7 @@ fn acknowledged_writes_survive_sigkill() {
     let mut child = Command::new(exe)
         .args([
             "--exact",
-            "crash_child_writer",
+            test_name("crash_child_writer").as_str(),
             "--nocapture",
             "--test-threads=1",
         ])
@@ -248,7 +257,7 @@ fn acknowledged_writes_survive_sigkill_during_watch_and_compaction() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let lines = crash::run_and_kill(
-        "crash_child_with_watch_and_compaction",
+        &test_name("crash_child_with_watch_and_compaction"),
         (WATCH_CHILD_ENV, dir.path().as_os_str()),
         1000,
     );

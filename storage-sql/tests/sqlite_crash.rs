@@ -20,6 +20,15 @@ use bytes::Bytes;
 
 const CHILD_ENV: &str = "SQL_CRASH_CHILD_DB";
 
+/// The harness's name of `test`, a test of this file: prefixed with the module's path once the file is a module of a
+/// larger test binary (`--exact` must name the child test in full, or the child runs nothing).
+fn test_name(test: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{test}"),
+        None => test.to_string(),
+    }
+}
+
 /// The writer half; a no-op unless started by `kill_9_loses_no_acknowledged_write`.
 #[test]
 fn crash_child_writer() {
@@ -58,7 +67,7 @@ async fn kill_9_loses_no_acknowledged_write() {
     let mut child = Command::new(exe)
         .args([
             "--exact",
-            "crash_child_writer",
+            test_name("crash_child_writer").as_str(),
             "--nocapture",
             "--test-threads=1",
         ])
@@ -158,7 +167,7 @@ async fn kill_9_during_watch_and_compaction_loses_nothing() {
     let child_url = url.clone();
     let lines = tokio::task::spawn_blocking(move || {
         crash::run_and_kill(
-            "crash_child_with_watch_and_compaction",
+            &test_name("crash_child_with_watch_and_compaction"),
             (WATCH_CHILD_ENV, std::ffi::OsStr::new(&child_url)),
             300,
         )
