@@ -5,7 +5,7 @@
 //! server. Everything a cluster decides (TokenReview, SubjectAccessReview, RBAC, namespaces, the aggregator's
 //! proxying) comes from the real kube-apiserver.
 //!
-//! One cluster for the whole binary: the scenarios run in order inside one test.
+//! One cluster for the whole file: the scenarios run in order inside one test.
 
 mod cluster_controllers;
 use crate::support;
