@@ -9,12 +9,12 @@ source scripts/envtest.sh
 # xz-utils unpacks the envtest binaries; jq is in a recorded kubectl sequence the managedFields golden test replays.
 ensure_packages "${BUILD_PACKAGES[@]}" etcd-server postgresql-15 python3-venv xz-utils jq
 
-# A real kube-apiserver and etcd for the envtest tests (core/tests/envtest.rs): KUBEBUILDER_ASSETS, or unpacked from
-# ../shared/envtest next to the build.
+# A real kube-apiserver and etcd for the envtest tests (core/tests/framework/envtest.rs): KUBEBUILDER_ASSETS, or
+# unpacked from ../shared/envtest next to the build.
 ensure_envtest_assets "${CARGO_TARGET_DIR:-target}"
 
-# The official Kubernetes Python client, for tests/python_client.rs, and cbor2 (a CBOR codec that is not ours) for
-# tests/cbor.rs, in a virtualenv next to the build.
+# The official Kubernetes Python client, for tests/e2e/python_client.rs, and cbor2 (a CBOR codec that is not ours) for
+# tests/e2e/cbor.rs, in a virtualenv next to the build.
 PYTHON_CLIENT_VENV="$(realpath -m "${CARGO_TARGET_DIR:-target}")/python-client"
 if ! "$PYTHON_CLIENT_VENV/bin/python" -c 'import kubernetes, cbor2' 2>/dev/null; then
   python3 -m venv "$PYTHON_CLIENT_VENV"

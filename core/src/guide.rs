@@ -743,7 +743,7 @@
 //!
 //! `apiserver::testing::TestServer` (feature `testing`) also gives the kubeconfig, a kube-rs
 //! client (`client().await`) and the data directory. `examples/library/tests/kubectl.rs` and
-//! `examples/wardle/tests/kubectl.rs` use it.
+//! `examples/wardle/tests/wardle/kubectl.rs` use it.
 //!
 //! Beyond these: a backend proves itself with the conformance suite
 //! (`apiserver::storage_conformance!`, feature `testing`); `apiserver::envtest` (feature `testing`) starts a real

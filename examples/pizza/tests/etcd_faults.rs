@@ -25,7 +25,7 @@ use support::TestServer;
 async fn etcd_leader_and_follower_killed_under_http_load() {
     let mut cluster = Cluster::start(3).await;
     let servers = cluster.urls().join(",");
-    // Without the controllers, whose status writes no client made (see tests/linearizability.rs).
+    // Without the controllers, whose status writes no client made (see tests/e2e/linearizability.rs).
     let server = TestServer::start(&[
         "--storage-backend",
         "etcd",

@@ -51,7 +51,7 @@ async fn wait_readyz(client: &kube::Client, ready: bool, within: Duration) -> Du
 async fn postgres_stopped_and_restarted_under_load() {
     let pg = pg::server();
     let url = pg.fresh_database().await;
-    // Without the controllers, whose status writes no client made (see tests/linearizability.rs).
+    // Without the controllers, whose status writes no client made (see tests/e2e/linearizability.rs).
     let server = TestServer::start(&[
         "--storage-backend",
         "postgres",

@@ -1,7 +1,7 @@
 """CBOR against a running pizza server with Python's cbor2, a CBOR implementation that is not ours (kubeconfig path
 in argv[1]).
 
-Run by tests/cbor.rs. The Kubernetes Python client only loads the kubeconfig and makes the TLS connection pool;
+Run by tests/e2e/cbor.rs. The Kubernetes Python client only loads the kubeconfig and makes the TLS connection pool;
 bodies are written by cbor2 (text strings, and once byte strings as upstream's Go encoder writes them) and every
 answer is read by cbor2: objects, lists, a Table, an error Status and a watch as a CBOR sequence.
 """

@@ -1,6 +1,6 @@
 """The official Kubernetes Python client against a running pizza server (kubeconfig path in argv[1]).
 
-Run by tests/python_client.rs: discovery through the dynamic client, create, list, merge patch, an admission
+Run by tests/e2e/python_client.rs: discovery through the dynamic client, create, list, merge patch, an admission
 refusal, reading another version through CustomObjectsApi, and a watch that sees a deletion.
 """
 import json
