@@ -357,7 +357,7 @@ impl<T: Resource> Store<T> {
         }
     }
 
-    fn key(&self, namespace: Option<&str>, name: &str) -> Result<String, ApiError> {
+    pub(crate) fn key(&self, namespace: Option<&str>, name: &str) -> Result<String, ApiError> {
         let namespace = if T::namespaced() { namespace } else { None };
         let key = self
             .keys
@@ -1006,10 +1006,10 @@ impl<T: Resource> Store<T> {
             if period >= current {
                 return Ok((false, true));
             }
-            let mut shortened = Time(
-                timestamp.0 - chrono::Duration::seconds(current)
-                    + chrono::Duration::seconds(period),
-            );
+            let mut shortened = Time(deletion_time(
+                deletion_time(timestamp.0, current.checked_neg().unwrap_or(i64::MAX))?,
+                period,
+            )?);
             let now = Time::now();
             if shortened < now {
                 shortened = now;
@@ -1030,9 +1030,7 @@ impl<T: Resource> Store<T> {
             ));
         };
         let meta = object.metadata_mut();
-        meta.deletion_timestamp = Some(Time::from(
-            chrono::Utc::now() + chrono::Duration::seconds(period),
-        ));
+        meta.deletion_timestamp = Some(Time::from(deletion_time(chrono::Utc::now(), period)?));
         meta.deletion_grace_period_seconds = Some(period);
         if meta.generation > 0 {
             meta.generation += 1;
@@ -1541,6 +1539,24 @@ fn preconditions_conflict<T: Resource>(
     ApiError::conflict(resource, name, &why)
 }
 
+/// `from` moved by `seconds`, for a deletion timestamp. A grace period whose time cannot be written (past the
+/// year 9999, which RFC 3339 and Go's encoder stop at) is a bad request: it overflowed chrono and panicked (a 500)
+/// before; upstream's Go arithmetic wraps silently or fails to encode the object.
+fn deletion_time(
+    from: chrono::DateTime<chrono::Utc>,
+    seconds: i64,
+) -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
+    use chrono::Datelike;
+    chrono::TimeDelta::try_seconds(seconds)
+        .and_then(|delta| from.checked_add_signed(delta))
+        .filter(|t| (0..=9999).contains(&t.year()))
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "gracePeriodSeconds: Invalid value: {seconds}: the deletion time would be outside the years 0 to 9999"
+            ))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2006,5 +2022,52 @@ mod tests {
         };
         assert!(delete(&store, "g", now).await.unwrap().deleted());
         assert_eq!(get(&store, "g").await.unwrap_err().code, 404);
+    }
+
+    /// Issue 36: a grace period past chrono's range panicked (500 from the panic filter); it is a 400 and the
+    /// object is left as it was.
+    #[tokio::test]
+    async fn a_grace_period_out_of_range_is_a_bad_request() {
+        let store = Store::new(
+            Arc::new(MemoryStorage::new()),
+            "/registry/example.com",
+            ResourceCodec::new().version::<GadgetV1>(),
+            Arc::new(Graceful),
+            MediaType::Json,
+        )
+        .unwrap();
+        let created = store
+            .create(Some("ns"), gadget("g", 1, 0), WriteOptions::default())
+            .await
+            .unwrap();
+        for grace in [i64::MAX, i64::MAX / 1000, 400_000_000_000] {
+            let request = DeleteRequest {
+                grace_period_seconds: Some(grace),
+                ..DeleteRequest::default()
+            };
+            let err = delete(&store, "g", request).await.unwrap_err();
+            assert_eq!((err.code, err.reason), (400, "BadRequest"), "{grace}");
+            assert_eq!(
+                err.message,
+                format!(
+                    "gracePeriodSeconds: Invalid value: {grace}: the deletion time would be outside the years 0 to 9999"
+                )
+            );
+        }
+        assert_eq!(get(&store, "g").await.unwrap(), created.object);
+        // Once the delete is pending, a longer grace period, however large, changes nothing.
+        let pending = DeleteRequest {
+            grace_period_seconds: Some(60),
+            ..DeleteRequest::default()
+        };
+        assert!(!delete(&store, "g", pending).await.unwrap().deleted());
+        let longer = DeleteRequest {
+            grace_period_seconds: Some(i64::MAX),
+            ..DeleteRequest::default()
+        };
+        assert!(matches!(
+            delete(&store, "g", longer).await.unwrap(),
+            Deletion::AlreadyPending(_)
+        ));
     }
 }
