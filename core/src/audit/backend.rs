@@ -92,7 +92,23 @@ impl LogSink {
     }
 
     /// Writes `buf` (whole lines) in one write call, rotating the file first if it would grow past its size.
+    ///
+    /// The write, and the wait for a rotation in progress (a rename, a new file and a directory scan), happen in
+    /// the request's path (blocking mode: the line is in the file when this returns). On a multi-threaded Tokio
+    /// runtime the worker says so first (`block_in_place`), so that its other tasks move to another thread
+    /// rather than wait behind the disk.
     pub fn write_lines(&self, buf: &[u8]) -> Result<(), String> {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime)
+                if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
+            {
+                tokio::task::block_in_place(|| self.write_lines_now(buf))
+            }
+            _ => self.write_lines_now(buf),
+        }
+    }
+
+    fn write_lines_now(&self, buf: &[u8]) -> Result<(), String> {
         {
             let out = self.out.read().unwrap_or_else(|p| p.into_inner());
             match &*out {
@@ -441,6 +457,41 @@ mod tests {
             .expect("shutdown writes what is queued without waiting out max_wait");
         assert_eq!(*sink.0.lock().unwrap(), vec![3, 1]);
         assert!(!batched.enqueue(Bytes::from_static(b"{}\n")));
+    }
+
+    /// Issue 36: a blocking-mode write waiting for the log (a rotation holds it) held its Tokio worker, and every
+    /// task queued on that worker waited too; the worker now hands its tasks to another thread first.
+    #[test]
+    fn a_log_write_that_waits_does_not_stall_the_runtime() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let sink = std::sync::Arc::new(
+            LogSink::open(&dir.path().join("audit.log"), Rotation::default()).unwrap(),
+        );
+        // A rotation in progress, as far as writers can tell.
+        let rotating = sink.out.write().unwrap();
+        let writer = runtime.spawn({
+            let sink = sink.clone();
+            async move { sink.write_lines(b"{}\n") }
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let (tx, rx) = std::sync::mpsc::channel();
+        runtime.spawn(async move { tx.send(()).unwrap() });
+        let other_task_ran = rx.recv_timeout(Duration::from_secs(5));
+        drop(rotating);
+        assert!(
+            other_task_ran.is_ok(),
+            "a task queued behind the waiting write did not run"
+        );
+        runtime.block_on(writer).unwrap().unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("audit.log")).unwrap(),
+            b"{}\n"
+        );
     }
 
     /// Found by the bench: an audit log at `/dev/null` renamed the device away once it "grew" past maxsize.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use http::HeaderMap;
 
-use super::request_header::{clear_prefixed, extra_from_headers};
+use super::request_header::{clear_prefixed, extra_from_headers, header_text};
 use super::{ALL_AUTHENTICATED_GROUP, ALL_UNAUTHENTICATED_GROUP, ANONYMOUS_USER, Attributes, User};
 
 /// The user to act as.
@@ -32,17 +32,12 @@ pub struct Impersonation {
 
 /// Reads the impersonation headers. `Ok(None)`: none present. `Err`: a malformed combination (400).
 pub fn requested(headers: &HeaderMap, requestor: &User) -> Result<Option<Impersonation>, String> {
-    let value = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
+    let value = |name: &str| headers.get(name).map(header_text);
     let username = value(IMPERSONATE_USER).filter(|u| !u.is_empty());
     let groups: Vec<String> = headers
         .get_all(IMPERSONATE_GROUP)
         .iter()
-        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .map(header_text)
         .collect();
     let uid = value(IMPERSONATE_UID).filter(|u| !u.is_empty());
     let extra = extra_from_headers(headers, &[IMPERSONATE_EXTRA_PREFIX.to_string()]);
@@ -216,6 +211,24 @@ mod tests {
         assert_eq!(i.checks[0].resource, "serviceaccounts");
         assert_eq!(i.checks[0].namespace, "ns");
         assert_eq!(i.checks[0].name, "robot");
+    }
+
+    /// `kubectl --as=josé` sends the name as raw UTF-8: it was ignored (the request went on as the requestor).
+    #[test]
+    fn non_ascii_values_are_taken_as_sent() {
+        let mut h = HeaderMap::new();
+        h.append(
+            IMPERSONATE_USER,
+            http::HeaderValue::from_bytes("josé".as_bytes()).unwrap(),
+        );
+        h.append(
+            IMPERSONATE_GROUP,
+            http::HeaderValue::from_bytes("équipe".as_bytes()).unwrap(),
+        );
+        let i = requested(&h, &admin()).unwrap().unwrap();
+        assert_eq!(i.user.name, "josé");
+        assert_eq!(i.user.groups, ["équipe", "system:authenticated"]);
+        assert_eq!(i.checks[0].name, "josé");
     }
 
     #[test]

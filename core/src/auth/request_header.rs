@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use http::HeaderMap;
 use http::request::Parts;
+use http::{HeaderMap, HeaderValue};
 
 use super::x509::{CaBundle, Dynamic, peer_certificates, subject};
 use super::{AuthenticationError, Authenticator, User};
@@ -89,14 +89,21 @@ fn starts_with_ignore_case(s: &str, prefix: &str) -> bool {
     s.len() >= prefix.len() && s.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
 }
 
+/// A header value as Go's net/http hands it to upstream's authenticators: its bytes as they came, obs-text (bytes
+/// 0x80-0xFF) included, so that a user named `josé` sent as raw UTF-8 (as kube-apiserver's proxy sends it) is
+/// `josé`. A Go string may hold bytes that are not UTF-8; the first thing that reads them as text (the JSON of a
+/// SubjectAccessReview, an audit event) writes U+FFFD for each, as this does.
+pub(crate) fn header_text(value: &HeaderValue) -> String {
+    String::from_utf8_lossy(value.as_bytes()).into_owned()
+}
+
 /// The first non-empty value of the first of `names` that has one.
 fn first_value(headers: &HeaderMap, names: &[String]) -> Option<String> {
     names.iter().find_map(|name| {
         headers
             .get(name.as_str())
-            .and_then(|v| v.to_str().ok())
             .filter(|v| !v.is_empty())
-            .map(str::to_string)
+            .map(header_text)
     })
 }
 
@@ -105,14 +112,13 @@ fn all_values(headers: &HeaderMap, names: &[String]) -> Vec<String> {
     names
         .iter()
         .flat_map(|name| headers.get_all(name.as_str()))
-        .filter_map(|v| v.to_str().ok())
         .filter(|v| !v.is_empty())
-        .map(str::to_string)
+        .map(header_text)
         .collect()
 }
 
-/// Extra attributes from `<prefix><key>` headers: keys lower-cased and percent-decoded (a key that does not
-/// decode is kept as sent), values in header order.
+/// Extra attributes from `<prefix><key>` headers: keys lower-cased and percent-decoded (as Go's
+/// `url.PathUnescape`: bytes that are not UTF-8 read as U+FFFD, as in [`header_text`]), values in header order.
 pub(crate) fn extra_from_headers(
     headers: &HeaderMap,
     prefixes: &[String],
@@ -126,13 +132,9 @@ pub(crate) fn extra_from_headers(
             }
             let raw = name[prefix.len()..].to_ascii_lowercase();
             let key = percent_encoding::percent_decode_str(&raw)
-                .decode_utf8()
-                .map(|k| k.into_owned())
-                .unwrap_or(raw);
-            let values = headers
-                .get_all(name)
-                .iter()
-                .filter_map(|v| v.to_str().ok().map(str::to_string));
+                .decode_utf8_lossy()
+                .into_owned();
+            let values = headers.get_all(name).iter().map(header_text);
             extra.entry(key).or_default().extend(values);
         }
     }
@@ -253,6 +255,31 @@ mod tests {
                 .unwrap(),
             None
         );
+    }
+
+    /// Raw UTF-8 (obs-text to HTTP) is taken as sent, as Go's net/http does; bytes that are not UTF-8 read as
+    /// U+FFFD. Before, `X-Remote-User: josé` was treated as absent and the proxy's certificate then failed as a
+    /// client certificate (401).
+    #[tokio::test]
+    async fn values_are_bytes_as_go_reads_them() {
+        let proxy_ca = TestCa::new("front-proxy-ca");
+        let auth = authenticator(&proxy_ca, &["front-proxy-client"]);
+        let cert = proxy_ca.client_cert("front-proxy-client", None, (1, 30));
+        let mut parts = request_with_certs(vec![cert]);
+        for (name, value) in [
+            ("X-Remote-User", "josé".as_bytes()),
+            ("X-Remote-Group", "cuisiniers-à-paris".as_bytes()),
+            ("X-Remote-Group", b"bad-\xff-byte"),
+            ("X-Remote-Extra-R%C3%B4le", "chef 👨‍🍳".as_bytes()),
+        ] {
+            parts
+                .headers
+                .append(name, HeaderValue::from_bytes(value).unwrap());
+        }
+        let user = auth.authenticate(&parts).await.unwrap().unwrap();
+        assert_eq!(user.name, "josé");
+        assert_eq!(user.groups, ["cuisiniers-à-paris", "bad-\u{fffd}-byte"]);
+        assert_eq!(user.extra["rôle"], ["chef 👨‍🍳"]);
     }
 
     #[tokio::test]

@@ -157,8 +157,9 @@ pub(crate) fn peer_certificates(request: &Parts) -> &[CertificateDer<'static>] {
 /// Authenticates requests whose client certificate verifies against the client CA (`--client-ca-file`, or the
 /// `client-ca-file` of the cluster's authentication ConfigMap): the CN is the user, each O a group.
 ///
-/// No certificate, or no CA configured: not mine. A certificate that does not verify (foreign CA, expired, not
-/// for client authentication): an error, so the request is refused rather than served as anonymous.
+/// No certificate, no CA configured, or a verified certificate with no CN: not mine. A certificate that does not
+/// verify (foreign CA, expired, not for client authentication, a CA certificate as the client's, which Go's
+/// verifier would take but webpki refuses): an error, so the request is refused rather than served as anonymous.
 pub struct ClientCertificates {
     ca: Arc<Dynamic<Option<CaBundle>>>,
 }
@@ -188,10 +189,10 @@ impl Authenticator for ClientCertificates {
                 subject.serial, subject.common_name
             ))
         })?;
+        // A verified certificate without a CN names nobody: not mine, as upstream's `CommonNameUserConversion`
+        // (the request goes on to the other authenticators, and may be anonymous).
         if subject.common_name.is_empty() {
-            return Err(AuthenticationError(
-                "common name of client certificate is empty".into(),
-            ));
+            return Ok(None);
         }
         Ok(Some(User {
             name: subject.common_name,
@@ -300,6 +301,14 @@ pub(crate) mod tests {
             .await
             .unwrap_err();
         assert!(err.0.contains("CN=alice"), "{err}");
+        // A verified certificate with an empty CN: not mine, as upstream (it was refused, 401).
+        let nameless = ca.client_cert("", Some("team-a"), (1, 30));
+        assert_eq!(
+            auth.authenticate(&request_with_certs(vec![nameless]))
+                .await
+                .unwrap(),
+            None
+        );
 
         // The CA changes at run time: alice's certificate no longer verifies.
         dynamic.set(Some(CaBundle::from_pem(&other.pem).unwrap()));

@@ -211,20 +211,40 @@ fn decode_delete_options(context: &Context, body: &Bytes) -> Result<DeleteOption
         return Ok(DeleteOptions::default());
     }
     let bad = |e: String| ApiError::bad_request(e);
-    match context.input_media_type()? {
+    let json = match context.input_media_type()? {
         MediaType::Protobuf => {
-            let (_, raw) = codec::decode_protobuf(body).map_err(codec_error)?;
-            <DeleteOptions as prost::Message>::decode(raw.as_slice())
-                .map_err(|e| bad(e.to_string()))
+            let (type_meta, raw) = codec::decode_protobuf(body).map_err(codec_error)?;
+            check_options_kind(&type_meta.api_version, &type_meta.kind)?;
+            return <DeleteOptions as prost::Message>::decode(raw.as_slice())
+                .map_err(|e| bad(e.to_string()));
         }
-        MediaType::Yaml => {
-            let (json, _) = codec::yaml_to_json(body).map_err(codec_error)?;
-            serde_json::from_slice(&json).map_err(|e| bad(e.to_string()))
-        }
-        MediaType::Cbor => {
-            let json = codec::cbor_to_json(body).map_err(codec_error)?;
-            serde_json::from_slice(&json).map_err(|e| bad(e.to_string()))
-        }
-        MediaType::Json => serde_json::from_slice(body).map_err(|e| bad(e.to_string())),
+        MediaType::Yaml => codec::yaml_to_json(body).map_err(codec_error)?.0,
+        MediaType::Cbor => codec::cbor_to_json(body).map_err(codec_error)?,
+        MediaType::Json => body.to_vec(),
+    };
+    let value: serde_json::Value = serde_json::from_slice(&json).map_err(|e| bad(e.to_string()))?;
+    let text = |field: &str| {
+        value
+            .get(field)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+    };
+    check_options_kind(text("apiVersion"), text("kind"))?;
+    serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+}
+
+/// A body of another kind is not options (kube-apiserver 1.36 refuses a `Pizza` sent as the body of a DELETE with
+/// this text; `DeleteOptions` of any group version, or of none, is taken).
+fn check_options_kind(api_version: &str, kind: &str) -> Result<(), ApiError> {
+    if kind.is_empty() || kind == "DeleteOptions" {
+        return Ok(());
     }
+    let version = if api_version.is_empty() {
+        "meta.k8s.io/v1"
+    } else {
+        api_version
+    };
+    Err(ApiError::bad_request(format!(
+        "no kind \"{kind}\" is registered for version \"{version}\" in scheme \"pkg/apis/meta/internalversion/scheme/register.go:27\""
+    )))
 }

@@ -126,14 +126,17 @@ impl<T: Resource> ScaleEndpoint<T> {
             // A CBOR Scale (what a client that prefers CBOR sends) is read as its JSON; the answer stays JSON.
             ScaleChange::Replace if context.input_media_type().ok() == Some(MediaType::Cbor) => {
                 let json = codec::cbor_to_json(&body).map_err(codec_error)?;
-                Change::Replace(
-                    serde_json::from_slice(&json)
-                        .map_err(|e| ApiError::bad_request(e.to_string()))?,
-                )
+                let scale = serde_json::from_slice(&json)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                check_replacement(&scale, context)?;
+                Change::Replace(scale)
             }
-            ScaleChange::Replace => Change::Replace(
-                serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?,
-            ),
+            ScaleChange::Replace => {
+                let scale = serde_json::from_slice(&body)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                check_replacement(&scale, context)?;
+                Change::Replace(scale)
+            }
             ScaleChange::Patch => Change::Patch(
                 patch_kind(context.header(header::CONTENT_TYPE))?,
                 body.to_vec(),
@@ -166,6 +169,46 @@ impl<T: Resource> ScaleEndpoint<T> {
             &self.scale(&written.object, context.version())?,
         )
     }
+}
+
+/// What upstream checks of a PUT's Scale before the update, with kube-apiserver 1.36's answers for a CRD's scale:
+/// it decodes as an `autoscaling/v1` `Scale` (or as nothing declared), names the object of the URL (another name,
+/// or none, is 400), and is in the URL's namespace or none.
+fn check_replacement(scale: &Value, context: &Context) -> Result<(), ApiError> {
+    let text = |field: &str| scale.get(field).and_then(Value::as_str).unwrap_or_default();
+    let (kind, api_version) = (text("kind"), text("apiVersion"));
+    if !(kind.is_empty() || kind == "Scale")
+        || !(api_version.is_empty() || api_version == "autoscaling/v1")
+    {
+        return Err(ApiError::bad_request(
+            "no kind is registered for the type v1.Scale in scheme \"pkg/apiserver/customresource_handler.go:781\"",
+        ));
+    }
+    let meta = |field: &str| {
+        scale
+            .get("metadata")
+            .and_then(|m| m.get(field))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    let (name, url_name) = (meta("name"), context.name());
+    if name.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({url_name} based on URL) was undeterminable: name must be provided"
+        )));
+    }
+    if name != url_name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({name}) does not match the name on the URL ({url_name})"
+        )));
+    }
+    let namespace = meta("namespace");
+    if !namespace.is_empty() && Some(namespace) != context.namespace() {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -251,6 +294,32 @@ impl<T: Resource> UpdatedObject<T> for Scaled<'_, T> {
         let current =
             current.ok_or_else(|| ApiError::not_found(&self.attributes.resource, self.name))?;
         let scale = self.wanted(current)?;
+        // A UID in a PUT's Scale is a precondition on the object's (upstream's `DefaultUpdatedObjectInfo`; a
+        // patch has none).
+        let uid = matches!(self.change, Change::Replace(_))
+            .then(|| scale.get("metadata"))
+            .flatten()
+            .and_then(|m| m.get("uid"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !uid.is_empty() && uid != current.metadata().uid {
+            let failed = crate::storage::StorageError::InvalidObj {
+                key: self
+                    .endpoint
+                    .store
+                    .key(Some(&current.metadata().namespace), self.name)?,
+                revision: 0,
+                message: format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    current.metadata().uid
+                ),
+            };
+            return Err(ApiError::conflict(
+                &self.attributes.resource,
+                self.name,
+                &failed.to_string(),
+            ));
+        }
         let replicas = match scale.get("spec").and_then(|s| s.get("replicas")) {
             None | Some(Value::Null) => 0,
             Some(v) => v

@@ -61,6 +61,10 @@ pub enum Answer {
 }
 
 /// A subresource of `T` answered by user code.
+///
+/// The body and the query parameters are the handler's to read, as for upstream's connecters (`pods/exec`,
+/// `pods/proxy`): what it does not read is ignored (as Go's parameter decoding skips keys it does not know), and
+/// a handler that takes an object or parameters refuses bad ones itself, with a 400 `Status`.
 #[async_trait]
 pub trait Subresource<T: Resource>: Send + Sync + 'static {
     /// The verbs it answers, of `get`, `create`, `update` and `patch` (others are 405).

@@ -136,6 +136,13 @@ pub struct ServingOptions {
     #[arg(long = "max-watches-per-connection", default_value_t = 0)]
     pub max_watches_per_connection: u32,
 
+    /// The maximum number of watches one user may have open at once (the user the request is served as: behind
+    /// kube-apiserver the one it names in X-Remote-User, after impersonation); more get 429, so that one user
+    /// cannot take every slot of --max-watches. Members of system:masters are not limited by it. Unset: a tenth
+    /// of --max-watches; 0 means no limit. (Not an upstream flag.)
+    #[arg(long = "max-watches-per-user")]
+    pub max_watches_per_user: Option<u32>,
+
     /// The limit that the server gives to clients for the maximum number of streams in an HTTP/2 connection.
     /// Zero means to use golang's default (250).
     #[arg(long = "http2-max-streams-per-connection", default_value_t = DEFAULT_HTTP2_MAX_STREAMS)]
@@ -169,12 +176,19 @@ impl Default for ServingOptions {
             max_mutating_requests_inflight: 200,
             max_watches: DEFAULT_MAX_WATCHES,
             max_watches_per_connection: 0,
+            max_watches_per_user: None,
             http2_max_streams_per_connection: DEFAULT_HTTP2_MAX_STREAMS,
         }
     }
 }
 
 impl ServingOptions {
+    /// `--max-watches-per-user` in force: the flag, else a tenth of `--max-watches` (at least 1; 0 when that is 0).
+    pub fn effective_max_watches_per_user(&self) -> u32 {
+        self.max_watches_per_user
+            .unwrap_or_else(|| self.max_watches.div_ceil(10))
+    }
+
     /// Options for tests and embedding: loopback, a free port, certificates in `cert_dir`.
     pub fn loopback_ephemeral(cert_dir: impl Into<PathBuf>) -> Self {
         ServingOptions {

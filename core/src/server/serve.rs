@@ -433,7 +433,8 @@ impl ServerBuilder {
             .with_watches(
                 self.options.max_watches,
                 self.options.max_watches_per_connection,
-            ),
+            )
+            .with_watches_per_user(self.options.effective_max_watches_per_user()),
             request_timeout: self.options.request_timeout,
             metrics: self.metrics.clone(),
             auditor: self.auditor.clone(),

@@ -1,6 +1,6 @@
 //! A backend measured: every call's latency in `etcd_request_duration_seconds{operation,type}` (etcd, as upstream)
 //! or `apiserver_storage_request_duration_seconds{backend,operation,type}` (the other backends), failures in the
-//! matching `*_request_errors_total` (errors that would be a 5xx), each LIST in `apiserver_storage_list_*{group,resource}`,
+//! matching `*_request_errors_total` (the backend's errors that would be a 5xx), each LIST in `apiserver_storage_list_*{group,resource}`,
 //! and a span per call (`Create etcd3`, `Get rocksdb`, ...) when spans are exported. `type` is the resource, read
 //! from the key.
 
@@ -78,8 +78,12 @@ impl Instrumented {
         };
         let started = Instant::now();
         let result = call.instrument(span).await;
-        // Not found, exists, conflicts and bad input are answers; failures are what would be a 5xx.
-        let failed = result.as_ref().is_err_and(|e| e.code() >= 500);
+        // Not found, exists, conflicts and bad input are answers; failures are what would be a 5xx. The caller's
+        // own error from inside an update (a 422, 403 or 409 of validation, admission or a precondition) is no
+        // storage failure either, as upstream counts only the etcd client's errors.
+        let failed = result
+            .as_ref()
+            .is_err_and(|e| !matches!(e, StorageError::Callback(_)) && e.code() >= 500);
         self.metrics
             .storage_call(self.backend, operation, resource, started.elapsed(), failed);
         result
@@ -181,5 +185,55 @@ impl Storage for Instrumented {
 
     fn reliable_progress(&self) -> bool {
         self.inner.reliable_progress()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::MemoryStorage;
+
+    /// Issue 36: an update refused by its caller (validation, admission, a precondition) counted as a storage
+    /// error; only the backend's own failures do.
+    #[tokio::test]
+    async fn callers_errors_are_not_storage_errors() {
+        let metrics = Arc::new(Metrics::new());
+        let storage = Instrumented::wrap(
+            Arc::new(MemoryStorage::new()),
+            "memory",
+            "/registry/example.com",
+            "example.com",
+            metrics.clone(),
+        );
+        let key = "/registry/example.com/gadgets/ns/g";
+        storage
+            .create(key, Bytes::from_static(b"{}"))
+            .await
+            .unwrap();
+        let errors = || {
+            metrics
+                .storage_errors
+                .with_label_values(&["memory", "update", "gadgets"])
+                .get()
+        };
+        let refused = std::io::Error::other("the caller's 422");
+        let mut refuse = |_: Option<StoredObject>| {
+            let refused = StorageError::callback(std::io::Error::other(refused.to_string()));
+            async move { Err::<Bytes, _>(refused) }
+        };
+        let err = storage
+            .guaranteed_update(key, false, None, &mut refuse, None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StorageError::Callback(_)), "{err}");
+        assert_eq!(errors(), 0);
+        let mut fail = |_: Option<StoredObject>| async {
+            Err::<Bytes, _>(StorageError::Internal("the backend broke".into()))
+        };
+        storage
+            .guaranteed_update(key, false, None, &mut fail, None)
+            .await
+            .unwrap_err();
+        assert_eq!(errors(), 1);
     }
 }

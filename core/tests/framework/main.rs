@@ -24,5 +24,4 @@ mod server_filters;
 mod server_health;
 mod server_limits;
 mod server_shutdown;
-mod storage_memory;
 mod storage_watch_cache;

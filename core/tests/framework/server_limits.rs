@@ -1,11 +1,11 @@
-//! Resource limits of a real server: open watches per server and per connection, request header size, and HTTP/2
-//! streams per connection.
+//! Resource limits of a real server: open watches per server, per user and per connection, request header size, and
+//! HTTP/2 streams per connection.
 
 use crate::server_support;
 
 use std::time::Duration;
 
-use apiserver::auth::AlwaysAllow;
+use apiserver::auth::{AlwaysAllow, BearerTokens, User};
 use apiserver::server::{Server, ServingOptions};
 use axum::Router;
 use axum::body::Body;
@@ -70,6 +70,8 @@ async fn watches_are_limited_per_server_and_per_connection() {
     let (server, _dir) = server(|o| {
         o.max_watches = 3;
         o.max_watches_per_connection = 2;
+        // One (anonymous) user opens them all: no share per user here.
+        o.max_watches_per_user = Some(0);
     })
     .await;
     let client = server.client(Protocol::Http2);
@@ -111,6 +113,89 @@ async fn watches_are_limited_per_server_and_per_connection() {
     let (status, _) = watch(&client, &mut a).await;
     assert_eq!(status, 429, "the server's limit again");
     drop((open, _second, _third, a, b, c));
+    server.stop().await;
+}
+
+/// Opens a watch as the holder of `token`.
+async fn watch_as(
+    client: &Client,
+    conn: &mut Connection,
+    token: &str,
+) -> (u16, http::Response<hyper::body::Incoming>) {
+    let request = client
+        .request("GET", &format!("{PIZZAS}?watch=1"))
+        .header("authorization", format!("Bearer {token}"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = conn.send(request).await.unwrap();
+    (response.status().as_u16(), response)
+}
+
+/// One user filling its share of watches is refused more, with the server's 429; another user still watches,
+/// and `system:masters` is not held to a share. A tenth of `--max-watches` by default.
+#[tokio::test]
+async fn watches_are_shared_between_users() {
+    let user = |name: &str, groups: &[&str]| User {
+        name: name.into(),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+        ..User::default()
+    };
+    let tokens = BearerTokens::new()
+        .with("a", user("alice", &["system:authenticated"]))
+        .with("b", user("bob", &["system:authenticated"]))
+        .with("m", user("admin", &["system:masters"]));
+    let dir = TempDir::new();
+    let mut options = ServingOptions::loopback_ephemeral(&dir.0);
+    options.max_watches = 20;
+    assert_eq!(options.effective_max_watches_per_user(), 2);
+    options.max_watches_per_user = Some(3);
+    let server = start_with_options(
+        options,
+        Server::builder("test")
+            .routes(routes())
+            .authenticator(tokens)
+            .authorizer(AlwaysAllow),
+    )
+    .await;
+    let client = server.client(Protocol::Http2);
+    let (mut conn, _) = client.connect().await.unwrap();
+
+    let mut alices = Vec::new();
+    for _ in 0..3 {
+        let (status, response) = watch_as(&client, &mut conn, "a").await;
+        assert_eq!(status, 200);
+        alices.push(response);
+    }
+    let (status, refused) = watch_as(&client, &mut conn, "a").await;
+    assert_eq!(status, 429);
+    let refused = read(refused).await;
+    assert_eq!(refused.headers["retry-after"], "1");
+    assert_eq!(refused.body, "Too many requests, please try again later.\n");
+    // Alice's full share does not touch Bob's, nor system:masters'.
+    let mut others = Vec::new();
+    for token in ["b", "b", "b", "m", "m", "m", "m", "m"] {
+        let (status, response) = watch_as(&client, &mut conn, token).await;
+        assert_eq!(status, 200, "{token}");
+        others.push(response);
+    }
+    let (status, _) = watch_as(&client, &mut conn, "b").await;
+    assert_eq!(status, 429, "bob's share is full too");
+    // Alice's ended watch gives her slot back.
+    alices.pop();
+    let mut reopened = None;
+    for _ in 0..100 {
+        let (status, response) = watch_as(&client, &mut conn, "a").await;
+        if status == 200 {
+            reopened = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        reopened.is_some(),
+        "no room for alice after her watch ended"
+    );
+    drop((alices, others, reopened, conn));
     server.stop().await;
 }
 

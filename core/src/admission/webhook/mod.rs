@@ -470,7 +470,8 @@ impl MutatingWebhooks {
                 Ok(verdict) => match verdict.patch {
                     Some(patch) => {
                         let patched = apply_patch(hook, &patch, &value)?;
-                        wire.decode_into(&patched, &version, object)?;
+                        let patched_version = patched_version(&patched, &value, &served)?;
+                        wire.decode_into(&patched, patched_version, object)?;
                         // The object as it now reads in this version, defaults applied.
                         let now = wire.encode(object, &version)?;
                         changed = now != value;
@@ -532,6 +533,88 @@ fn apply_patch(hook: &Hook, patch: &[u8], value: &Value) -> Result<Value, ApiErr
     Ok(patched)
 }
 
+/// The version a patched object is read from. A patch may move it to another served version of the same group
+/// (it is converted from there, as upstream converts a webhook's answer); one that makes it something else is
+/// refused with kube-apiserver 1.36's answers for a custom resource: 500 for a missing or mistyped `kind` or
+/// `apiVersion`, another group or an unserved version (the decoder's and the converter's errors), 422 for another
+/// kind. Before, the patched `kind` and `apiVersion` were ignored.
+fn patched_version<'v>(
+    patched: &Value,
+    original: &Value,
+    served: &[&'v str],
+) -> Result<&'v str, ApiError> {
+    for field in ["apiVersion", "kind"] {
+        let go_type = match patched.get(field) {
+            None | Some(Value::Null | Value::String(_)) => continue,
+            Some(Value::Number(_)) => "number",
+            Some(Value::Bool(_)) => "bool",
+            Some(Value::Array(_)) => "array",
+            Some(Value::Object(_)) => "object",
+        };
+        return Err(ApiError::internal(format!(
+            "couldn't get version/kind; json parse error: json: cannot unmarshal {go_type} into Go struct field .{field} of type string"
+        )));
+    }
+    let text = |v: &'_ Value, field: &str| {
+        v.get(field)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (api_version, kind) = (text(patched, "apiVersion"), text(patched, "kind"));
+    for (value, field) in [(&kind, "Kind"), (&api_version, "apiVersion")] {
+        if value.is_empty() {
+            return Err(ApiError::internal(format!(
+                "Object '{field}' is missing in '{patched}'"
+            )));
+        }
+    }
+    let (original_version, original_kind) = (text(original, "apiVersion"), text(original, "kind"));
+    let group_of = |gv: &str| {
+        gv.rsplit_once('/')
+            .map(|(g, _)| g.to_string())
+            .unwrap_or_default()
+    };
+    let (group, version) = match api_version.rsplit_once('/') {
+        Some((g, v)) => (g.to_string(), v),
+        None => (String::new(), api_version.as_str()),
+    };
+    if group != group_of(&original_version) {
+        return Err(ApiError::new(
+            500,
+            "",
+            format!(
+                "{group}/{version}, Kind={kind} is unstructured and is not suitable for converting to \"{original_version}\""
+            ),
+        ));
+    }
+    let Some(version) = served.iter().copied().find(|v| *v == version) else {
+        return Err(ApiError::new(
+            500,
+            "",
+            format!("request to convert CR from an invalid group/version: {api_version}"),
+        ));
+    };
+    if kind != original_kind {
+        let name = original
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let error = crate::validation::FieldError::invalid(
+            crate::validation::Path::new("kind"),
+            kind.as_str(),
+            &format!("must be {original_kind}"),
+        );
+        return Err(ApiError::invalid(
+            &crate::runtime::GroupKind { group, kind },
+            name,
+            &vec![error].into(),
+        ));
+    }
+    Ok(version)
+}
+
 #[async_trait]
 impl Plugin for MutatingWebhooks {
     async fn admit(
@@ -546,5 +629,69 @@ impl Plugin for MutatingWebhooks {
             return Ok(());
         }
         self.round(&hooks, attributes, object, old).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A webhook's patch of `kind` or `apiVersion` was dropped without a word; kube-apiserver 1.36 answers these
+    /// for a custom resource (measured with a mutating webhook on a CRD).
+    #[test]
+    fn a_patch_may_not_change_what_the_object_is() {
+        let original = json!({
+            "apiVersion": "restaurant.example.com/v1beta1", "kind": "Pizza",
+            "metadata": {"name": "p"}, "spec": {}
+        });
+        let served = ["v1alpha1", "v1beta1"];
+        let patched = |field: &str, value: Value| {
+            let mut p = original.clone();
+            match value {
+                Value::Null => p.as_object_mut().unwrap().remove(field),
+                v => p.as_object_mut().unwrap().insert(field.into(), v),
+            };
+            p
+        };
+        let err = |p: &Value| patched_version(p, &original, &served).unwrap_err();
+
+        assert_eq!(
+            patched_version(&original, &original, &served).unwrap(),
+            "v1beta1"
+        );
+        let other_version = patched("apiVersion", json!("restaurant.example.com/v1alpha1"));
+        assert_eq!(
+            patched_version(&other_version, &original, &served).unwrap(),
+            "v1alpha1"
+        );
+
+        let e = err(&patched("kind", json!("Oven")));
+        assert_eq!((e.code, e.reason), (422, "Invalid"));
+        assert_eq!(
+            e.message,
+            "Oven.restaurant.example.com \"p\" is invalid: kind: Invalid value: \"Oven\": must be Pizza"
+        );
+        let e = err(&patched("apiVersion", json!("other.com/v1")));
+        assert_eq!((e.code, e.reason), (500, ""));
+        assert_eq!(
+            e.message,
+            "other.com/v1, Kind=Pizza is unstructured and is not suitable for converting to \"restaurant.example.com/v1beta1\""
+        );
+        let e = err(&patched("apiVersion", json!("restaurant.example.com/v9")));
+        assert_eq!(
+            e.message,
+            "request to convert CR from an invalid group/version: restaurant.example.com/v9"
+        );
+        let e = err(&patched("kind", Value::Null));
+        assert_eq!((e.code, e.reason), (500, "InternalError"));
+        assert_eq!(
+            e.message,
+            "Internal error occurred: Object 'Kind' is missing in '{\"apiVersion\":\"restaurant.example.com/v1beta1\",\"metadata\":{\"name\":\"p\"},\"spec\":{}}'"
+        );
+        let e = err(&patched("kind", json!(7)));
+        assert_eq!(
+            e.message,
+            "Internal error occurred: couldn't get version/kind; json parse error: json: cannot unmarshal number into Go struct field .kind of type string"
+        );
     }
 }

@@ -178,10 +178,10 @@ impl<T: Resource> Store<T> {
             if period >= current {
                 return Ok((false, true));
             }
-            let mut shortened = Time(
-                timestamp.0 - chrono::Duration::seconds(current)
-                    + chrono::Duration::seconds(period),
-            );
+            let mut shortened = Time(deletion_time(
+                deletion_time(timestamp.0, current.checked_neg().unwrap_or(i64::MAX))?,
+                period,
+            )?);
             let now = Time::now();
             if shortened < now {
                 shortened = now;
@@ -202,9 +202,7 @@ impl<T: Resource> Store<T> {
             ));
         };
         let meta = object.metadata_mut();
-        meta.deletion_timestamp = Some(Time::from(
-            chrono::Utc::now() + chrono::Duration::seconds(period),
-        ));
+        meta.deletion_timestamp = Some(Time::from(deletion_time(chrono::Utc::now(), period)?));
         meta.deletion_grace_period_seconds = Some(period);
         if meta.generation > 0 {
             meta.generation += 1;
@@ -528,4 +526,22 @@ fn preconditions_conflict<T: Resource>(
         _ => OPTIMISTIC_LOCK_ERROR_MSG.to_string(),
     };
     ApiError::conflict(resource, name, &why)
+}
+
+/// `from` moved by `seconds`, for a deletion timestamp. A grace period whose time cannot be written (past the
+/// year 9999, which RFC 3339 and Go's encoder stop at) is a bad request: it overflowed chrono and panicked (a 500)
+/// before; upstream's Go arithmetic wraps silently or fails to encode the object.
+fn deletion_time(
+    from: chrono::DateTime<chrono::Utc>,
+    seconds: i64,
+) -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
+    use chrono::Datelike;
+    chrono::TimeDelta::try_seconds(seconds)
+        .and_then(|delta| from.checked_add_signed(delta))
+        .filter(|t| (0..=9999).contains(&t.year()))
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "gracePeriodSeconds: Invalid value: {seconds}: the deletion time would be outside the years 0 to 9999"
+            ))
+        })
 }

@@ -273,7 +273,7 @@ impl<T: Resource> Store<T> {
         }
     }
 
-    fn key(&self, namespace: Option<&str>, name: &str) -> Result<String, ApiError> {
+    pub(crate) fn key(&self, namespace: Option<&str>, name: &str) -> Result<String, ApiError> {
         let namespace = if T::namespaced() { namespace } else { None };
         let key = self
             .keys

@@ -618,3 +618,50 @@ async fn modify_removing_the_last_finalizer_deletes() {
     assert!(written.object.metadata.deletion_timestamp.is_some());
     assert_eq!(store.find(Some("ns"), "g").await.unwrap(), None);
 }
+
+/// Issue 36: a grace period past chrono's range panicked (500 from the panic filter); it is a 400 and the
+/// object is left as it was.
+#[tokio::test]
+async fn a_grace_period_out_of_range_is_a_bad_request() {
+    let store = Store::new(
+        Arc::new(MemoryStorage::new()),
+        "/registry/example.com",
+        ResourceCodec::new().version::<GadgetV1>(),
+        Arc::new(Graceful),
+        MediaType::Json,
+    )
+    .unwrap();
+    let created = store
+        .create(Some("ns"), gadget("g", 1, 0), WriteOptions::default())
+        .await
+        .unwrap();
+    for grace in [i64::MAX, i64::MAX / 1000, 400_000_000_000] {
+        let request = DeleteRequest {
+            grace_period_seconds: Some(grace),
+            ..DeleteRequest::default()
+        };
+        let err = delete(&store, "g", request).await.unwrap_err();
+        assert_eq!((err.code, err.reason), (400, "BadRequest"), "{grace}");
+        assert_eq!(
+            err.message,
+            format!(
+                "gracePeriodSeconds: Invalid value: {grace}: the deletion time would be outside the years 0 to 9999"
+            )
+        );
+    }
+    assert_eq!(get(&store, "g").await.unwrap(), created.object);
+    // Once the delete is pending, a longer grace period, however large, changes nothing.
+    let pending = DeleteRequest {
+        grace_period_seconds: Some(60),
+        ..DeleteRequest::default()
+    };
+    assert!(!delete(&store, "g", pending).await.unwrap().deleted());
+    let longer = DeleteRequest {
+        grace_period_seconds: Some(i64::MAX),
+        ..DeleteRequest::default()
+    };
+    assert!(matches!(
+        delete(&store, "g", longer).await.unwrap(),
+        Deletion::AlreadyPending(_)
+    ));
+}

@@ -4,10 +4,14 @@
 //!
 //! Watches have limits of their own, which upstream does not have: at most `--max-watches` open at once on the
 //! server and `--max-watches-per-connection` on one connection (each watch holds memory for as long as it is
-//! open), for every user, `system:masters` included; more get the same 429.
+//! open), for every user, `system:masters` included; more get the same 429. Within the server's limit each user
+//! has a share, `--max-watches-per-user` (a tenth by default; `system:masters` exempt), so that one user holding
+//! watches cannot lock the others out: upstream has no such cap, but API Priority and Fairness isolates one
+//! user's flow from the others' (see `docs/divergences.md`).
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -26,6 +30,7 @@ pub struct InFlightLimits {
     mutating: Option<Arc<Semaphore>>,
     watches: Option<Arc<Semaphore>>,
     watches_per_connection: usize,
+    watches_per_user: Option<UserWatches>,
 }
 
 impl InFlightLimits {
@@ -36,6 +41,7 @@ impl InFlightLimits {
             mutating: pool(mutating),
             watches: None,
             watches_per_connection: 0,
+            watches_per_user: None,
         }
     }
 
@@ -44,6 +50,56 @@ impl InFlightLimits {
         self.watches = pool(total);
         self.watches_per_connection = per_connection as usize;
         self
+    }
+
+    /// At most `limit` watches open at once for one user (`system:masters` exempt); 0 is no limit.
+    pub fn with_watches_per_user(mut self, limit: u32) -> Self {
+        self.watches_per_user = (limit > 0).then(|| UserWatches {
+            limit: limit as usize,
+            open: Arc::default(),
+        });
+        self
+    }
+}
+
+/// The watches each user has open, by user name (as API Priority and Fairness tells flows apart `ByUser`).
+#[derive(Clone, Debug)]
+struct UserWatches {
+    limit: usize,
+    open: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl UserWatches {
+    /// A slot if `user` has fewer than the limit open.
+    fn take(&self, user: &str) -> Option<UserWatchSlot> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let count = open.entry(user.to_string()).or_default();
+        if *count >= self.limit {
+            return None;
+        }
+        *count += 1;
+        Some(UserWatchSlot {
+            open: self.open.clone(),
+            user: user.to_string(),
+        })
+    }
+}
+
+/// One open watch of a user, given back when dropped (the user's entry goes once it has none).
+struct UserWatchSlot {
+    open: Arc<Mutex<HashMap<String, usize>>>,
+    user: String,
+}
+
+impl Drop for UserWatchSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = open.get_mut(&self.user) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.user);
+            }
+        }
     }
 }
 
@@ -92,7 +148,7 @@ pub async fn limit(State(limits): State<InFlightLimits>, request: Request, next:
         .is_some_and(|u| u.in_group(SYSTEM_PRIVILEGED_GROUP));
     let info = request.extensions().get::<RequestInfo>();
     if info.is_some_and(|i| i.verb == "watch") {
-        return watch(&limits, request, next).await;
+        return watch(&limits, exempt, request, next).await;
     }
     let long_running = info.is_some_and(|i| i.verb == "proxy");
     if exempt || long_running {
@@ -119,8 +175,15 @@ pub async fn limit(State(limits): State<InFlightLimits>, request: Request, next:
     hold(next.run(request).await, permit)
 }
 
-/// Serves a watch if the server and the connection have room for one more.
-async fn watch(limits: &InFlightLimits, request: Request, next: Next) -> Response {
+/// Serves a watch if its user's share, the server and the connection have room for one more.
+async fn watch(limits: &InFlightLimits, exempt: bool, request: Request, next: Next) -> Response {
+    let user = match (&limits.watches_per_user, request.extensions().get::<User>()) {
+        (Some(users), Some(user)) if !exempt => match users.take(&user.name) {
+            Some(slot) => Some(slot),
+            None => return rejected(&request),
+        },
+        _ => None,
+    };
     let total = match &limits.watches {
         Some(pool) => match pool.clone().try_acquire_owned() {
             Ok(permit) => Some(permit),
@@ -137,7 +200,7 @@ async fn watch(limits: &InFlightLimits, request: Request, next: Next) -> Respons
         }
         _ => None,
     };
-    hold(next.run(request).await, (total, connection))
+    hold(next.run(request).await, (user, total, connection))
 }
 
 /// Holds `slot` until the response's body has been sent (or dropped), not only until the handler returned.

@@ -720,6 +720,67 @@ async fn users_roles_and_service_accounts(cluster: &Cluster, admin: &Path, direc
         .await;
     assert_eq!(code, 200);
 
+    // Issue 36: a user named `josé`. kube-apiserver sends `X-Remote-User` as raw UTF-8 (obs-text to HTTP), which
+    // Go's net/http takes as it is; it was treated as absent here (401). Through the aggregator with kubectl's
+    // `--as`, and straight to the server as the aggregator sends it and as `Impersonate-User`.
+    kubectl_ok(
+        admin,
+        &[
+            "create",
+            "rolebinding",
+            "jose-makes-pizza",
+            "-n",
+            "team",
+            "--role=pizza-maker",
+            "--user=josé",
+        ],
+    );
+    let listed = kubectl_ok(
+        admin,
+        &["--as=josé", "get", "pizzas", "-n", "team", "-o", "name"],
+    );
+    assert!(listed.contains("alices"), "{listed}");
+    let err = kubectl_err(admin, &["--as=josé", "get", "pizzas", "-n", "default"]);
+    assert!(
+        err.contains("User \"josé\" cannot list resource \"pizzas\""),
+        "{err}"
+    );
+    for headers in [
+        &[("X-Remote-User", "josé")][..],
+        &[
+            ("X-Remote-User", "admin"),
+            ("X-Remote-Group", "system:masters"),
+            ("Impersonate-User", "josé"),
+        ],
+    ] {
+        let (code, list) = direct
+            .send(
+                Credential::Cert(proxy_cert, proxy_key),
+                "GET",
+                &format!("/apis/{GROUP}/v1beta1/namespaces/team/pizzas"),
+                headers,
+                None,
+            )
+            .await;
+        assert_eq!(code, 200, "{headers:?}: {list}");
+        let (code, status) = direct
+            .send(
+                Credential::Cert(proxy_cert, proxy_key),
+                "GET",
+                &format!("/apis/{GROUP}/v1beta1/namespaces/default/pizzas"),
+                headers,
+                None,
+            )
+            .await;
+        assert_eq!(code, 403, "{headers:?}: {status}");
+        assert_eq!(
+            status["message"],
+            format!(
+                "pizzas.{GROUP} is forbidden: User \"josé\" cannot list resource \"pizzas\" in API group \"{GROUP}\" in the namespace \"default\""
+            )
+        );
+    }
+
     // A ServiceAccount token: through the aggregator, and straight to the server (TokenReview + SAR by us).
     let token = cluster
         .service_account_token("team", "eater")

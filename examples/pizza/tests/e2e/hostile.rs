@@ -372,6 +372,43 @@ async fn object_meta_and_options_are_validated_as_upstream() {
         parse(&body)["metadata"]["annotations"]["note"],
         "a\u{FFFD}b"
     );
+
+    // Issue 36: a DELETE whose body is not `DeleteOptions` (a Pizza) was taken as options and deleted; it is 400
+    // with kube-apiserver 1.36's text, and nothing is deleted. `DeleteOptions` of any group version still is.
+    for (body, version) in [
+        (
+            json!({"apiVersion": "restaurant.programming-kubernetes.info/v1alpha1", "kind": "Topping"}),
+            "restaurant.programming-kubernetes.info/v1alpha1",
+        ),
+        (json!({"kind": "Pizza"}), "meta.k8s.io/v1"),
+    ] {
+        let (code, answer) = send(
+            &server,
+            "DELETE",
+            &format!("{}/s", toppings()),
+            JSON,
+            serde_json::to_vec(&body).unwrap(),
+        )
+        .await;
+        let kind = body["kind"].as_str().unwrap();
+        assert_eq!(
+            failure(code, &answer, 400, "BadRequest"),
+            format!(
+                "no kind \"{kind}\" is registered for version \"{version}\" in scheme \"pkg/apis/meta/internalversion/scheme/register.go:27\""
+            )
+        );
+    }
+    let (code, _) = get(&server, &format!("{}/s", toppings())).await;
+    assert_eq!(code, 200, "the topping was deleted");
+    let (code, answer) = send(
+        &server,
+        "DELETE",
+        &format!("{}/s", toppings()),
+        JSON,
+        br#"{"apiVersion":"apps/v1","kind":"DeleteOptions","gracePeriodSeconds":0}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&answer));
 }
 
 /// Finding D6: `timeoutSeconds=-1` kept a watch open forever; upstream's ends at once.

@@ -652,6 +652,56 @@ async fn scale_an_oven_line() {
         )
         .await;
     assert_eq!(code, 409, "{}", String::from_utf8_lossy(&body));
+    // A PUT's Scale must be a Scale naming this oven, and its UID is a precondition: before, these wrote 9
+    // replicas (kube-apiserver 1.36's answers for a CRD's scale).
+    let uid = server.kubectl_ok(&["get", "oven", "main", "-o", "jsonpath={.metadata.uid}"]);
+    for (metadata, kind, code, message) in [
+        (
+            serde_json::json!({"name": "other"}),
+            "Scale",
+            400,
+            "the name of the object (other) does not match the name on the URL (main)".to_string(),
+        ),
+        (
+            serde_json::json!({"namespace": "default"}),
+            "Scale",
+            400,
+            "the name of the object (main based on URL) was undeterminable: name must be provided".to_string(),
+        ),
+        (
+            serde_json::json!({"name": "main", "namespace": "elsewhere"}),
+            "Scale",
+            400,
+            "the namespace of the provided object does not match the namespace sent on the request".to_string(),
+        ),
+        (
+            serde_json::json!({"name": "main"}),
+            "Oven",
+            400,
+            "no kind is registered for the type v1.Scale in scheme \"pkg/apiserver/customresource_handler.go:781\"".to_string(),
+        ),
+        (
+            serde_json::json!({"name": "main", "uid": "0d5e5e9b-0000-4000-8000-000000000000"}),
+            "Scale",
+            409,
+            format!("Operation cannot be fulfilled on ovens.restaurant.programming-kubernetes.info \"main\": StorageError: invalid object, Code: 4, Key: /registry/pizza-apiserver.programming-kubernetes.info/ovens/default/main, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: 0d5e5e9b-0000-4000-8000-000000000000, UID in object meta: {uid}"),
+        ),
+    ] {
+        let scale = serde_json::json!({
+            "apiVersion": "autoscaling/v1", "kind": kind, "metadata": metadata, "spec": {"replicas": 9}
+        });
+        let (got, _, body) = server
+            .raw(
+                "PUT",
+                path,
+                &[("content-type", "application/json")],
+                serde_json::to_vec(&scale).unwrap(),
+            )
+            .await;
+        let status = parse(&body);
+        assert_eq!(got, code, "{scale}: {status}");
+        assert_eq!(status["message"], message, "{scale}");
+    }
     let out = server.kubectl_ok(&["get", "oven", "main", "-o", "jsonpath={.spec.replicas}"]);
     assert_eq!(out, "4");
 }
