@@ -617,6 +617,13 @@ impl Storage for SqlStorage {
         Ok(self.inner.db.meta().await?.compacted)
     }
 
+    async fn bump_revision(&self, revision: u64) -> Result<bool, StorageError> {
+        self.inner.db.bump_revision(revision).await?;
+        // The tailer moves its watchers past the revisions no row has.
+        self.inner.hub.hint(None);
+        Ok(true)
+    }
+
     async fn stats(&self, prefix: &str) -> Result<Stats, StorageError> {
         validate_key(prefix)?;
         let db = &self.inner.db;

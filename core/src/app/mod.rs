@@ -212,10 +212,15 @@ impl App {
             .data_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("{}.local.data", self.name)));
-        std::fs::create_dir_all(&data_dir).map_err(|source| StartError::DataDir {
-            path: data_dir.clone(),
-            source,
-        })?;
+        // A store only read (a backup) is not created: the embedded backends refuse a mistyped --data-dir
+        // instead of backing up an empty store.
+        let read_only = storage_command::reads_only();
+        if !read_only {
+            std::fs::create_dir_all(&data_dir).map_err(|source| StartError::DataDir {
+                path: data_dir.clone(),
+                source,
+            })?;
+        }
         let prefix = storage
             .prefix
             .clone()
@@ -230,7 +235,7 @@ impl App {
                 OpenContext {
                     data_dir: &data_dir,
                     prefix: &prefix,
-                    read_only: storage_command::reads_only(),
+                    read_only,
                 },
             )
             .await

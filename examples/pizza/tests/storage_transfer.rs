@@ -463,6 +463,135 @@ async fn a_damaged_backup_is_refused_before_anything_is_written() {
     assert!(target.objects().is_empty());
 }
 
+/// `backup` (a `storage backup --to -` output) with its header's revision replaced by `revision` and its checksum
+/// made to match.
+fn at_revision(backup: &[u8], revision: u64) -> Vec<u8> {
+    let text = std::str::from_utf8(backup).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut header: Value = serde_json::from_str(&lines[0]).unwrap();
+    header["header"]["revision"] = revision.into();
+    lines[0] = header.to_string();
+    let last = lines.len() - 1;
+    let body: String = lines[..last].iter().map(|l| format!("{l}\n")).collect();
+    let sha = ring::digest::digest(&ring::digest::SHA256, body.as_bytes());
+    let sha: String = sha.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let mut end: Value = serde_json::from_str(&lines[last]).unwrap();
+    end["end"]["sha256"] = sha.into();
+    format!("{body}{end}\n").into_bytes()
+}
+
+/// A backup whose revision is far above the target's (10^7, 2^62) restores in seconds on every backend that sets
+/// its revision in one step (it took one write per revision: 3 hours for 10^7), and a server on the target answers
+/// above it. etcd moves its revision only by writes: it refuses the gap at once, saying what to do.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restore_far_ahead_of_the_target_takes_seconds() {
+    let etcd = etcd::EtcdServer::start().await;
+    let mut seed = Place::new("sqlite", &etcd).await;
+    let server = seed.serve().await;
+    fill(&server, 3).await;
+    seed.stop(server).await;
+    let backup = storage(&["backup", "--to", "-"], &seed.flags);
+    for revision in [10_000_000_u64, 1 << 62] {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), at_revision(&backup, revision)).unwrap();
+        let path = file.path().to_str().unwrap();
+        for backend in ["sqlite", "rocksdb", "postgres", "etcd"] {
+            let mut target = Place::new(backend, &etcd).await;
+            let started = Instant::now();
+            let out = std::process::Command::new(BIN)
+                .args(["storage", "restore", "--from", path])
+                .args(&target.flags)
+                .output()
+                .unwrap();
+            let elapsed = started.elapsed();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(elapsed < Duration::from_secs(30), "{backend}: {elapsed:?}");
+            if backend == "etcd" {
+                assert!(!out.status.success(), "{stderr}");
+                assert!(
+                    stderr.contains("moves its revision only by writes")
+                        && stderr.contains("--bump-revision"),
+                    "{stderr}"
+                );
+                assert!(target.objects().is_empty());
+                continue;
+            }
+            assert!(out.status.success(), "{backend}: {stderr}");
+            let server = target.serve().await;
+            let (pizzas, list_rv) = versions(&server).await;
+            assert_eq!(pizzas.len(), 3 - 1, "{backend}");
+            assert!(list_rv > revision, "{backend}: {list_rv} <= {revision}");
+            let created = write(&server, 100).await;
+            assert!(created > list_rv, "{backend}: {created} <= {list_rv}");
+            target.stop(server).await;
+        }
+    }
+}
+
+/// A backup file is readable by its owner only (it holds every object), and a backup of a data directory with no
+/// store in it (a mistyped `--data-dir`) fails instead of writing an empty backup, creating nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backup_is_private_and_needs_a_store() {
+    use std::os::unix::fs::PermissionsExt;
+    let etcd = etcd::EtcdServer::start().await;
+    let mut seed = Place::new("sqlite", &etcd).await;
+    let server = seed.serve().await;
+    fill(&server, 2).await;
+    seed.stop(server).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pizzas.backup");
+    // A file left by an earlier backup with a wider mode is narrowed too.
+    std::fs::write(dir.path().join("pizzas.partial"), "old").unwrap();
+    std::fs::set_permissions(
+        dir.path().join("pizzas.partial"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    storage(&["backup", "--to", file.to_str().unwrap()], &seed.flags);
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    assert!(!std::fs::read(&file).unwrap().is_empty());
+
+    let missing = dir.path().join("typo");
+    let out_file = dir.path().join("typo.backup");
+    for (backend, expected) in [
+        ("sqlite", "no SQLite store at"),
+        ("rocksdb", "no database there"),
+        ("memory", "keeps nothing"),
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args(["storage", "backup", "--to", out_file.to_str().unwrap()])
+            .arg(format!("--storage-backend={backend}"))
+            .arg(format!("--data-dir={}", missing.display()))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{backend}: {stderr}");
+        assert!(stderr.contains(expected), "{backend}: {stderr}");
+        assert!(!out_file.exists(), "{backend}");
+        assert!(!missing.exists(), "{backend}");
+    }
+}
+
+/// A restore from what is not a backup (`/dev/zero`: no line end ever) fails at once, after reading 64 KiB (it read
+/// the whole "line": 3.6 GB before it was stopped).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restore_from_garbage_fails_fast() {
+    let etcd = etcd::EtcdServer::start().await;
+    let target = Place::new("sqlite", &etcd).await;
+    let started = Instant::now();
+    let out = std::process::Command::new(BIN)
+        .args(["storage", "restore", "--from", "/dev/zero"])
+        .args(&target.flags)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("line 1: longer than 65536 bytes"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(target.objects().is_empty());
+}
+
 /// Storage-version migration (kube-controller-manager's `storage-version-migrator-controller`, GA and on by default
 /// since 1.37): a server restarted with `--storage-version` reads the objects written in the old version, shows the
 /// new version's hash in discovery, and the migrator's request for each object (recorded in
