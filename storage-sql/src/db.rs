@@ -136,7 +136,8 @@ const LOG_RANGE: &str = "SELECT revision, name, deleted, value, old_value FROM a
      WHERE revision > $1 AND revision <= $2 AND name >= $3 AND name < $4 ORDER BY revision";
 /// Revisions are gap-free only between bumps: a bump leaves revisions no row has, which readers take as nothing
 /// written then.
-const BUMP_REVISION: &str = "UPDATE apiserver_meta SET revision = $1 WHERE id = 1 AND revision < $1";
+const BUMP_REVISION: &str =
+    "UPDATE apiserver_meta SET revision = $1 WHERE id = 1 AND revision < $1";
 const SET_COMPACTED: &str =
     "UPDATE apiserver_meta SET compacted = $1 WHERE id = 1 AND compacted < $1";
 const DELETE_SUPERSEDED: &str = "DELETE FROM apiserver_log WHERE revision IN (SELECT prev_revision \
@@ -146,6 +147,7 @@ const DELETE_TOMBSTONES: &str =
 const SET_CURSOR: &str =
     "UPDATE apiserver_meta SET compact_cursor = $1 WHERE id = 1 AND compact_cursor < $1";
 const COUNT_ROWS: &str = "SELECT COUNT(*) FROM apiserver_log";
+const NEXT_ROW: &str = "SELECT MIN(revision) FROM apiserver_log WHERE revision > $1";
 
 /// Runs `$body` with `$pool` bound to the read pool and `$sql` to the dialect's statements.
 macro_rules! with_reader {
@@ -549,6 +551,19 @@ impl Db {
                 .await
                 .map_err(db_err)?;
             rows.iter().map(log_row).collect()
+        })
+    }
+
+    /// The first revision after `after` that has a row (`None`: none has): compaction skips the revisions a
+    /// bump left without rows instead of walking them batch by batch.
+    pub async fn next_row(&self, after: u64) -> Result<Option<u64>, StorageError> {
+        with_reader!(self, |pool, _sql| {
+            let n: Option<i64> = sqlx::query_scalar(NEXT_ROW)
+                .bind(rev_arg(after))
+                .fetch_one(pool)
+                .await
+                .map_err(db_err)?;
+            n.map(rev_of).transpose()
         })
     }
 

@@ -834,7 +834,10 @@ mod tests {
         let started = Instant::now();
         let zero = || std::fs::File::open("/dev/zero").map(std::io::BufReader::new);
         let err = restore(&target, PREFIX, zero, &quiet).await.unwrap_err();
-        assert!(err.to_string().contains("line 1: longer than 65536 bytes"), "{err}");
+        assert!(
+            err.to_string().contains("line 1: longer than 65536 bytes"),
+            "{err}"
+        );
         assert!(started.elapsed() < Duration::from_secs(5));
         let binary: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
         let err = restore(&target, PREFIX, || Ok(&binary[..]), &quiet)
@@ -842,8 +845,9 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().starts_with("backup file: line 1"), "{err}");
         // An object line without an end, after a good header.
-        let mut endless = br#"{"header":{"format":"apiserver.storage.backup/v1","revision":1,"prefix":"/"}}"#
-            .to_vec();
+        let mut endless =
+            br#"{"header":{"format":"apiserver.storage.backup/v1","revision":1,"prefix":"/"}}"#
+                .to_vec();
         endless.push(b'\n');
         let endless = std::io::Cursor::new(endless).chain(std::io::repeat(b'a'));
         let mut endless = Some(std::io::BufReader::new(endless));

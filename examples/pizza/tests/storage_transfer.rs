@@ -519,7 +519,7 @@ async fn a_restore_far_ahead_of_the_target_takes_seconds() {
             assert!(out.status.success(), "{backend}: {stderr}");
             let server = target.serve().await;
             let (pizzas, list_rv) = versions(&server).await;
-            assert_eq!(pizzas.len(), 3 - 1, "{backend}");
+            assert_eq!(pizzas.len(), 3, "{backend}");
             assert!(list_rv > revision, "{backend}: {list_rv} <= {revision}");
             let created = write(&server, 100).await;
             assert!(created > list_rv, "{backend}: {created} <= {list_rv}");
@@ -587,7 +587,10 @@ async fn a_restore_from_garbage_fails_fast() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("line 1: longer than 65536 bytes"), "{stderr}");
+    assert!(
+        stderr.contains("line 1: longer than 65536 bytes"),
+        "{stderr}"
+    );
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(target.objects().is_empty());
 }
