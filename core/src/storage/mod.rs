@@ -18,6 +18,7 @@ pub mod cache;
 mod change;
 mod continue_token;
 mod counted;
+pub mod encryption;
 mod error;
 pub mod fields;
 pub mod instrumented;
