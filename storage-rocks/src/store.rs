@@ -604,6 +604,12 @@ impl Storage for RocksStorage {
         Ok(self.shared().compacted.load(Ordering::Acquire))
     }
 
+    async fn bump_revision(&self, revision: u64) -> Result<bool, StorageError> {
+        // Through the writer, so that it is ordered with the writes and durable as they are.
+        self.submit("", Op::Bump(revision)).await?;
+        Ok(true)
+    }
+
     async fn stats(&self, prefix: &str) -> Result<Stats, StorageError> {
         let prefix = prefix.to_string();
         self.blocking(move |s| scan::stats(s, &prefix)).await

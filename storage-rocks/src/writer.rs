@@ -40,6 +40,8 @@ pub(crate) enum Op {
     Put { value: Bytes, expected: Option<u64> },
     /// Delete the key if it is at `expected`.
     Delete { expected: u64 },
+    /// Move the revision up to this one (nothing when it is there already); the key is not used.
+    Bump(u64),
 }
 
 /// One queued write and where to send its result.
@@ -143,6 +145,9 @@ fn decide(key: &str, live: Option<(u64, Bytes)>, op: Op) -> Decision {
             },
             live => Decision::Reply(Ok(Outcome::Conflict(live.map(stored)))),
         },
+        Op::Bump(_) => Decision::Reply(Err(StorageError::Internal(
+            "rocksdb: a revision bump is not a write of a key".into(),
+        ))),
     }
 }
 
@@ -182,7 +187,22 @@ fn commit(shared: &Shared, write_opts: &WriteOptions, group: Vec<Request>) {
     let mut overlay: HashMap<String, Option<(u64, Bytes)>> = HashMap::new();
     let mut replies = Vec::with_capacity(group.len());
     let mut entries = Vec::new();
+    let mut bumped = false;
     for Request { key, op, reply } in group {
+        if let Op::Bump(revision) = op {
+            // Revisions up to `revision` then have no log record: nothing was written at them.
+            if revision >= next {
+                next = revision + 1;
+                bumped = true;
+            }
+            let at = StoredObject {
+                key,
+                value: Bytes::new(),
+                revision: next - 1,
+            };
+            replies.push((reply, Ok(Outcome::Unchanged(at))));
+            continue;
+        }
         let live = match overlay.get(&key) {
             Some(state) => state.clone(),
             None => match shared.read_latest(&key) {
@@ -237,7 +257,7 @@ fn commit(shared: &Shared, write_opts: &WriteOptions, group: Vec<Request>) {
             }
         }
     }
-    if !entries.is_empty() {
+    if !entries.is_empty() || bumped {
         let last = next - 1;
         batch.put(META_REVISION, last.to_be_bytes());
         if let Err(e) = shared.db.write_opt(batch, write_opts) {

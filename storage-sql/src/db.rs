@@ -134,6 +134,10 @@ const LOG: &str = "SELECT revision, name, deleted, value, old_value FROM apiserv
      WHERE revision > $1 AND revision <= $2 ORDER BY revision LIMIT $3";
 const LOG_RANGE: &str = "SELECT revision, name, deleted, value, old_value FROM apiserver_log \
      WHERE revision > $1 AND revision <= $2 AND name >= $3 AND name < $4 ORDER BY revision";
+/// Revisions are gap-free only between bumps: a bump leaves revisions no row has, which readers take as nothing
+/// written then.
+const BUMP_REVISION: &str =
+    "UPDATE apiserver_meta SET revision = $1 WHERE id = 1 AND revision < $1";
 const SET_COMPACTED: &str =
     "UPDATE apiserver_meta SET compacted = $1 WHERE id = 1 AND compacted < $1";
 const DELETE_SUPERSEDED: &str = "DELETE FROM apiserver_log WHERE revision IN (SELECT prev_revision \
@@ -143,6 +147,7 @@ const DELETE_TOMBSTONES: &str =
 const SET_CURSOR: &str =
     "UPDATE apiserver_meta SET compact_cursor = $1 WHERE id = 1 AND compact_cursor < $1";
 const COUNT_ROWS: &str = "SELECT COUNT(*) FROM apiserver_log";
+const NEXT_ROW: &str = "SELECT MIN(revision) FROM apiserver_log WHERE revision > $1";
 
 /// Runs `$body` with `$pool` bound to the read pool and `$sql` to the dialect's statements.
 macro_rules! with_reader {
@@ -549,6 +554,19 @@ impl Db {
         })
     }
 
+    /// The first revision after `after` that has a row (`None`: none has): compaction skips the revisions a
+    /// bump left without rows instead of walking them batch by batch.
+    pub async fn next_row(&self, after: u64) -> Result<Option<u64>, StorageError> {
+        with_reader!(self, |pool, _sql| {
+            let n: Option<i64> = sqlx::query_scalar(NEXT_ROW)
+                .bind(rev_arg(after))
+                .fetch_one(pool)
+                .await
+                .map_err(db_err)?;
+            n.map(rev_of).transpose()
+        })
+    }
+
     /// How many rows the log holds (live, superseded and tombstones), for tests and metrics.
     pub async fn row_count(&self) -> Result<u64, StorageError> {
         with_reader!(self, |pool, _sql| {
@@ -587,6 +605,33 @@ impl Db {
             }
             Err(e) => Err(db_err(e)),
         }
+    }
+
+    /// Moves the current revision up to `rev` (nothing when it is there already). The UPDATE takes the meta row's
+    /// lock, so it waits for writers in flight and the next one continues above `rev`.
+    pub async fn bump_revision(&self, rev: u64) -> Result<(), StorageError> {
+        let rev = i64::try_from(rev).map_err(|_| {
+            StorageError::Invalid(format!("revision {rev} is beyond a SQL store's (2^63-1)"))
+        })?;
+        match self {
+            #[cfg(feature = "sqlite")]
+            Db::Sqlite { writer, .. } => {
+                sqlx::query(BUMP_REVISION)
+                    .bind(rev)
+                    .execute(writer)
+                    .await
+                    .map_err(db_err)?;
+            }
+            #[cfg(feature = "postgres")]
+            Db::Postgres { pool } => {
+                sqlx::query(BUMP_REVISION)
+                    .bind(rev)
+                    .execute(pool)
+                    .await
+                    .map_err(db_err)?;
+            }
+        }
+        Ok(())
     }
 
     /// Marks everything before `rev` as compacted (reads before it fail from now on).

@@ -111,6 +111,17 @@ impl apiserver_storage::backend::StorageBackend for SqlStorageOptions {
                 "--storage-backend {name} needs a {wanted}... --storage-url, got {url:?}"
             ));
         }
+        // A store only read (a backup) must be there: a mistyped --data-dir would otherwise create an empty one
+        // and back it up.
+        if context.read_only
+            && let Some(path) = sqlite_path(&url)
+            && !path.is_file()
+        {
+            return Err(format!(
+                "no SQLite store at {}: is --data-dir (or --storage-url) right?",
+                path.display()
+            ));
+        }
         let options = SqlStorageOptions {
             url: Some(url),
             ..self.clone()
@@ -125,6 +136,14 @@ impl apiserver_storage::backend::StorageBackend for SqlStorageOptions {
     fn shared(&self, name: &str) -> bool {
         name == "postgres"
     }
+}
+
+/// The file of a `sqlite:` URL (`None` for an in-memory database).
+fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url.strip_prefix("sqlite:")?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let path = rest.split('?').next().unwrap_or(rest);
+    (!path.is_empty() && path != ":memory:").then(|| std::path::PathBuf::from(path))
 }
 
 #[cfg(test)]

@@ -100,7 +100,6 @@ impl Hub {
     }
 
     /// Something (a notification, a poll) says the log may have grown beyond `revision`.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub fn hint(&self, revision: Option<u64>) {
         let mut s = self.lock();
         if revision.is_some_and(|r| r <= s.last || s.local.contains_key(&r)) {

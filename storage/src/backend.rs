@@ -85,7 +85,14 @@ impl StorageBackend for Memory {
         &["memory"]
     }
 
-    async fn open(&self, _: &str, _: OpenContext<'_>) -> Result<Arc<dyn Storage>, String> {
+    async fn open(&self, _: &str, context: OpenContext<'_>) -> Result<Arc<dyn Storage>, String> {
+        if context.read_only {
+            return Err(
+                "the memory backend keeps nothing once its server stops: there is no store to read (choose \
+                 the server's --storage-backend)"
+                    .into(),
+            );
+        }
         Ok(Arc::new(MemoryStorage::new()))
     }
 }

@@ -579,6 +579,12 @@ impl Storage for MemoryStorage {
         Ok(self.lock().compacted)
     }
 
+    async fn bump_revision(&self, revision: u64) -> Result<bool, StorageError> {
+        let mut s = self.lock();
+        s.revision = s.revision.max(revision);
+        Ok(true)
+    }
+
     async fn stats(&self, prefix: &str) -> Result<Stats, StorageError> {
         validate_key(prefix)?;
         let s = self.lock();

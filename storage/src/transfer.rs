@@ -11,7 +11,7 @@
 //! held before, so an interrupted restore or migration is resumed by running it again.
 
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -34,6 +34,21 @@ const PAGE: u64 = 500;
 /// Writes in flight at once while copying a snapshot (keys are independent; a backend over the network needs
 /// several to reach its throughput).
 const CONCURRENT_WRITES: usize = 16;
+
+/// The most writes a target that cannot set its revision (etcd) is given to move it above the source's: about a
+/// minute of etcd's writes. A larger gap (a backup of a store with years of writes, a damaged header) is refused
+/// rather than filled for hours.
+pub const MAX_FILLER_WRITES: u64 = 100_000;
+
+/// The largest revision a backup may carry: etcd's revisions, and the SQL backends', are signed 64-bit.
+const MAX_REVISION: u64 = i64::MAX as u64;
+
+/// The longest header line read: a few fields and a prefix. What is not a backup (`/dev/zero`, a binary file)
+/// fails here, after reading this much, instead of being read whole into memory as one line.
+const MAX_HEADER_LINE: u64 = 64 * 1024;
+
+/// The longest object line read: far above any object a server accepts (base64 of a few MiB), bounding memory.
+const MAX_LINE: u64 = 64 * 1024 * 1024;
 
 /// Why a transfer stopped.
 #[derive(Debug, thiserror::Error)]
@@ -222,7 +237,9 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Reads a backup's lines, checking the format, the order of lines and, at the end, the count and checksum.
 struct BackupReader<R> {
-    lines: std::io::Lines<R>,
+    input: R,
+    /// Lines read so far.
+    lines: u64,
     hash: ring::digest::Context,
     revision: u64,
     objects: u64,
@@ -232,13 +249,21 @@ struct BackupReader<R> {
 impl<R: BufRead> BackupReader<R> {
     fn open(input: R) -> Result<Self, TransferError> {
         let mut reader = BackupReader {
-            lines: input.lines(),
+            input,
+            lines: 0,
             hash: ring::digest::Context::new(&ring::digest::SHA256),
             revision: 0,
             objects: 0,
             ended: false,
         };
-        match reader.line()? {
+        match reader.line(MAX_HEADER_LINE)? {
+            Some(Line::Header {
+                format, revision, ..
+            }) if format == BACKUP_FORMAT && revision > MAX_REVISION => {
+                return Err(TransferError::Format(format!(
+                    "revision {revision} is beyond the largest a store has ({MAX_REVISION})"
+                )));
+            }
             Some(Line::Header {
                 format, revision, ..
             }) if format == BACKUP_FORMAT => reader.revision = revision,
@@ -252,12 +277,31 @@ impl<R: BufRead> BackupReader<R> {
         Ok(reader)
     }
 
-    fn line(&mut self) -> Result<Option<Line>, TransferError> {
-        let Some(text) = self.lines.next().transpose()? else {
+    /// The next line, at most `max` bytes long.
+    fn line(&mut self, max: u64) -> Result<Option<Line>, TransferError> {
+        self.lines += 1;
+        let number = self.lines;
+        let mut bytes = Vec::new();
+        let read = (&mut self.input)
+            .take(max + 1)
+            .read_until(b'\n', &mut bytes)?;
+        if read == 0 {
             return Ok(None);
-        };
-        let line: Line = serde_json::from_str(&text)
-            .map_err(|e| TransferError::Format(format!("line {}: {e}", self.objects + 2)))?;
+        }
+        if bytes.last() == Some(&b'\n') {
+            bytes.pop();
+            if bytes.last() == Some(&b'\r') {
+                bytes.pop();
+            }
+        } else if read as u64 > max {
+            return Err(TransferError::Format(format!(
+                "line {number}: longer than {max} bytes: not a backup this version wrote"
+            )));
+        }
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|e| TransferError::Format(format!("line {number}: {e}")))?;
+        let line: Line = serde_json::from_str(text)
+            .map_err(|e| TransferError::Format(format!("line {number}: {e}")))?;
         if !matches!(line, Line::End { .. }) {
             self.hash.update(text.as_bytes());
             self.hash.update(b"\n");
@@ -270,7 +314,7 @@ impl<R: BufRead> BackupReader<R> {
         if self.ended {
             return Ok(None);
         }
-        match self.line()? {
+        match self.line(MAX_LINE)? {
             Some(Line::Object { key, value }) => {
                 self.objects += 1;
                 let value = BASE64.decode(value).map_err(|e| {
@@ -524,9 +568,9 @@ async fn remove(target: &dyn Storage, key: &str) -> Result<Option<u64>, Transfer
     }
 }
 
-/// Writes to scratch keys beside the prefix (never under it, so no watch of the server sees them) until the
-/// target's revision is above `above`, then deletes them. Every backend gives each write one revision, so this
-/// is the one way that works on all of them, etcd included.
+/// Moves the target's revision above `above`: in one step where the backend can set it
+/// ([`Storage::bump_revision`]); otherwise (etcd) by writing to scratch keys beside the prefix (never under it, so
+/// no watch of the server sees them) and deleting them, refusing a gap of more than [`MAX_FILLER_WRITES`].
 async fn advance_revision(
     target: &dyn Storage,
     prefix: &str,
@@ -537,13 +581,29 @@ async fn advance_revision(
     if start > above {
         return Ok(());
     }
-    if above - start > 1000 {
-        progress(&format!(
-            "moving the target's revision from {start} above the source's {above}"
-        ));
+    let Some(next) = above.checked_add(1).filter(|n| *n <= MAX_REVISION) else {
+        return Err(TransferError::Format(format!(
+            "revision {above} is beyond the largest a store has ({MAX_REVISION})"
+        )));
+    };
+    if target.bump_revision(next).await.map_err(target_err)? {
+        return Ok(());
     }
     // Each scratch key is written in turn; the writes together take `above - start + 1` revisions at least.
     let needed = above - start + 1;
+    if needed > MAX_FILLER_WRITES {
+        return Err(target_err(StorageError::Invalid(format!(
+            "its revision {start} is {needed} below the backup's {above}, and this backend moves its revision \
+             only by writes; more than {MAX_FILLER_WRITES} are refused. For etcd: take a snapshot of the target \
+             and restore it with `etcdutl snapshot restore --bump-revision {needed} --mark-compacted`, then run \
+             this again"
+        ))));
+    }
+    if needed > 1000 {
+        progress(&format!(
+            "moving the target's revision from {start} above the source's {above} with {needed} writes"
+        ));
+    }
     let keys: Vec<String> = (0..needed.min(CONCURRENT_WRITES as u64))
         .map(|i| format!("{}.revision-filler/{i}", prefix.trim_end_matches('/')))
         .collect();
@@ -716,6 +776,86 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("is not"), "{err}");
+    }
+
+    /// `file` with its header's revision replaced by `revision` (and the checksum made to match).
+    fn at_revision(file: &[u8], revision: u64) -> Vec<u8> {
+        let text = std::str::from_utf8(file).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let mut header: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        header["header"]["revision"] = revision.into();
+        lines[0] = header.to_string();
+        let last = lines.len() - 1;
+        let body: String = lines[..last].iter().map(|l| format!("{l}\n")).collect();
+        let mut end: serde_json::Value = serde_json::from_str(&lines[last]).unwrap();
+        end["end"]["sha256"] = hex(digest(body.as_bytes()).as_ref()).into();
+        format!("{body}{end}\n").into_bytes()
+    }
+
+    /// A backup at revision 10^7 or 2^62 restores in one step (before, one filler write per revision: hours, or
+    /// forever), and the next write is above it.
+    #[tokio::test]
+    async fn a_backup_far_ahead_restores_in_one_step() {
+        let source = store_with(&[("/pizzas/a", "A")], 0).await;
+        let mut file = Vec::new();
+        backup(source.as_ref(), PREFIX, &mut file).await.unwrap();
+        for revision in [10_000_000, 1 << 62] {
+            let file = at_revision(&file, revision);
+            let target = MemoryStorage::new();
+            let started = Instant::now();
+            let report = restore(&target, PREFIX, || Ok(&file[..]), &quiet)
+                .await
+                .unwrap();
+            assert!(started.elapsed() < Duration::from_secs(5));
+            assert_eq!((report.source_revision, report.written), (revision, 1));
+            assert!(report.target_revision > revision);
+            let (_, value) = &contents(&target, PREFIX).await[0];
+            assert_eq!(value, "A");
+            let created = target
+                .create(&format!("{PREFIX}/pizzas/b"), Bytes::from("B"))
+                .await
+                .unwrap();
+            assert!(created.revision > report.target_revision);
+        }
+        // Beyond a signed 64-bit revision: refused before anything is written.
+        let file = at_revision(&file, 1 << 63);
+        let target = MemoryStorage::new();
+        let err = restore(&target, PREFIX, || Ok(&file[..]), &quiet)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("beyond the largest"), "{err}");
+        assert_eq!(target.current_revision().await.unwrap(), 0);
+    }
+
+    /// What is not a backup fails after reading a bounded amount: `/dev/zero` has no line end at all.
+    #[tokio::test]
+    async fn garbage_is_refused_after_a_bounded_read() {
+        let target = MemoryStorage::new();
+        let started = Instant::now();
+        let zero = || std::fs::File::open("/dev/zero").map(std::io::BufReader::new);
+        let err = restore(&target, PREFIX, zero, &quiet).await.unwrap_err();
+        assert!(
+            err.to_string().contains("line 1: longer than 65536 bytes"),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let binary: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+        let err = restore(&target, PREFIX, || Ok(&binary[..]), &quiet)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().starts_with("backup file: line 1"), "{err}");
+        // An object line without an end, after a good header.
+        let mut endless =
+            br#"{"header":{"format":"apiserver.storage.backup/v1","revision":1,"prefix":"/"}}"#
+                .to_vec();
+        endless.push(b'\n');
+        let endless = std::io::Cursor::new(endless).chain(std::io::repeat(b'a'));
+        let mut endless = Some(std::io::BufReader::new(endless));
+        let err = restore(&target, PREFIX, || Ok(endless.take().unwrap()), &quiet)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("line 2: longer than"), "{err}");
+        assert_eq!(target.current_revision().await.unwrap(), 0);
     }
 
     #[tokio::test]

@@ -85,6 +85,7 @@ use crate::registry::{Store, Strategy};
 use crate::runtime::{Resource, ResourceCodec};
 use crate::server::{HealthCheck, ServeError, Server, ServerBuilder, ShutdownSignal, VersionInfo};
 use crate::storage::Storage;
+use crate::storage::encryption::{Encrypted, EncryptionConfig};
 use crate::storage::instrumented::Instrumented;
 
 /// The [`VersionInfo`] of the crate this is written in (its `CARGO_PKG_VERSION`), for [`App::version`].
@@ -213,10 +214,15 @@ impl App {
             .data_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("{}.local.data", self.name)));
-        std::fs::create_dir_all(&data_dir).map_err(|source| StartError::DataDir {
-            path: data_dir.clone(),
-            source,
-        })?;
+        // A store only read (a backup) is not created: the embedded backends refuse a mistyped --data-dir
+        // instead of backing up an empty store.
+        let read_only = storage_command::reads_only();
+        if !read_only {
+            std::fs::create_dir_all(&data_dir).map_err(|source| StartError::DataDir {
+                path: data_dir.clone(),
+                source,
+            })?;
+        }
         let prefix = storage
             .prefix
             .clone()
@@ -231,7 +237,7 @@ impl App {
                 OpenContext {
                     data_dir: &data_dir,
                     prefix: &prefix,
-                    read_only: storage_command::reads_only(),
+                    read_only,
                 },
             )
             .await
@@ -239,6 +245,12 @@ impl App {
         if storage_command::hand_over(&backend, &prefix, backend_name) {
             return Err(StartError::StorageHandedOver);
         }
+        let encryption = match &storage.encryption_provider_config {
+            Some(path) => Some(Arc::new(
+                EncryptionConfig::load(path).map_err(StartError::Storage)?,
+            )),
+            None => None,
+        };
         let metrics_name = chosen.metrics_name(backend_name);
         let shared_storage = chosen.shared(backend_name);
         let core_cluster =
@@ -307,6 +319,7 @@ impl App {
             backend_name,
             metrics_name,
             shared_storage,
+            encryption,
             instrumented: HashMap::new(),
             storage_versions,
             core_cluster,
@@ -375,6 +388,8 @@ pub struct Assembly {
     metrics_name: &'static str,
     /// Whether several replicas can share the backend (the default of `--leader-elect`).
     shared_storage: bool,
+    /// `--encryption-provider-config`: the values of the resources it names are sealed.
+    encryption: Option<Arc<EncryptionConfig>>,
     /// The backend measured for each API group (storage LIST metrics are labelled by group).
     instrumented: HashMap<String, Arc<dyn Storage>>,
     /// `--storage-version` entries by `resource.group`, taken out as their resources are added.
@@ -421,8 +436,17 @@ impl Assembly {
             .instrumented
             .entry(T::GROUP.to_string())
             .or_insert_with(|| {
+                let backend = match &self.encryption {
+                    Some(config) => Encrypted::wrap(
+                        self.backend.clone(),
+                        &self.prefix,
+                        T::GROUP,
+                        config.clone(),
+                    ),
+                    None => self.backend.clone(),
+                };
                 Instrumented::wrap(
-                    self.backend.clone(),
+                    backend,
                     self.metrics_name,
                     &self.prefix,
                     T::GROUP,

@@ -117,6 +117,12 @@ pub struct StorageOptions {
     #[arg(long = "storage-version", value_delimiter = ',')]
     pub storage_versions: Vec<String>,
 
+    /// The file with the configuration for encryption providers for storage (upstream's
+    /// `EncryptionConfiguration`, apiserver.config.k8s.io/v1): which resources are encrypted at rest, with which
+    /// providers (identity, aescbc, aesgcm, secretbox) and keys. A file upstream refuses is a startup error.
+    #[arg(long = "encryption-provider-config")]
+    pub encryption_provider_config: Option<PathBuf>,
+
     /// Bytes of objects kept encoded as lists serve them (per stored revision, version and media type), so that a
     /// LIST encodes each object once; 0 encodes every item on every request.
     #[arg(long = "encoded-object-cache-bytes", default_value_t = DEFAULT_ENCODED_OBJECT_BYTES)]

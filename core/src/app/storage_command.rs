@@ -245,8 +245,7 @@ where
 /// a whole backup.
 async fn backup_to_file(opened: &Opened, path: &PathBuf) -> Result<Report, String> {
     let partial = path.with_extension("partial");
-    let file =
-        std::fs::File::create(&partial).map_err(|e| format!("{}: {e}", partial.display()))?;
+    let file = create_private(&partial).map_err(|e| format!("{}: {e}", partial.display()))?;
     let mut out = std::io::BufWriter::new(file);
     let report = transfer::backup(opened.storage.as_ref(), &opened.prefix, &mut out)
         .await
@@ -255,6 +254,23 @@ async fn backup_to_file(opened: &Opened, path: &PathBuf) -> Result<Report, Strin
     file.sync_all().map_err(|e| e.to_string())?;
     std::fs::rename(&partial, path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(report)
+}
+
+/// Creates (or truncates) `path` readable by its owner only (0600): a backup holds every object, Secrets too.
+fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        let file = options.open(path)?;
+        // A file left by an earlier run keeps its mode through `open`.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        Ok(file)
+    }
+    #[cfg(not(unix))]
+    options.open(path)
 }
 
 /// The last line, on stderr as the progress lines (stdout may carry the backup).

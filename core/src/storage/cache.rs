@@ -1028,6 +1028,10 @@ impl Storage for WatchCache {
         self.shared.inner.compact_revision().await
     }
 
+    async fn bump_revision(&self, revision: u64) -> Result<bool, StorageError> {
+        self.shared.inner.bump_revision(revision).await
+    }
+
     async fn stats(&self, prefix: &str) -> Result<Stats, StorageError> {
         self.shared.inner.stats(prefix).await
     }

@@ -170,6 +170,10 @@ impl Storage for Instrumented {
         self.inner.compact_revision().await
     }
 
+    async fn bump_revision(&self, revision: u64) -> Result<bool, StorageError> {
+        self.inner.bump_revision(revision).await
+    }
+
     async fn stats(&self, prefix: &str) -> Result<Stats, StorageError> {
         self.observe("listWithCount", "Count", prefix, self.inner.stats(prefix))
             .await

@@ -8,6 +8,7 @@ pub use apiserver_storage::*;
 
 pub mod cache;
 mod counted;
+pub mod encryption;
 pub mod instrumented;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

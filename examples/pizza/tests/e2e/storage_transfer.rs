@@ -460,6 +460,138 @@ async fn a_damaged_backup_is_refused_before_anything_is_written() {
     assert!(target.objects().is_empty());
 }
 
+/// `backup` (a `storage backup --to -` output) with its header's revision replaced by `revision` and its checksum
+/// made to match.
+fn at_revision(backup: &[u8], revision: u64) -> Vec<u8> {
+    let text = std::str::from_utf8(backup).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut header: Value = serde_json::from_str(&lines[0]).unwrap();
+    header["header"]["revision"] = revision.into();
+    lines[0] = header.to_string();
+    let last = lines.len() - 1;
+    let body: String = lines[..last].iter().map(|l| format!("{l}\n")).collect();
+    let sha = ring::digest::digest(&ring::digest::SHA256, body.as_bytes());
+    let sha: String = sha.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let mut end: Value = serde_json::from_str(&lines[last]).unwrap();
+    end["end"]["sha256"] = sha.into();
+    format!("{body}{end}\n").into_bytes()
+}
+
+/// A backup whose revision is far above the target's (10^7, 2^62) restores in seconds on every backend that sets
+/// its revision in one step (it took one write per revision: 3 hours for 10^7), and a server on the target answers
+/// above it. etcd moves its revision only by writes: it refuses the gap at once, saying what to do.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restore_far_ahead_of_the_target_takes_seconds() {
+    let etcd = etcd::EtcdServer::start().await;
+    let mut seed = Place::new("sqlite", &etcd).await;
+    let server = seed.serve().await;
+    fill(&server, 3).await;
+    seed.stop(server).await;
+    let backup = storage(&["backup", "--to", "-"], &seed.flags);
+    for revision in [10_000_000_u64, 1 << 62] {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), at_revision(&backup, revision)).unwrap();
+        let path = file.path().to_str().unwrap();
+        for backend in ["sqlite", "rocksdb", "postgres", "etcd"] {
+            let mut target = Place::new(backend, &etcd).await;
+            let started = Instant::now();
+            let out = std::process::Command::new(BIN)
+                .args(["storage", "restore", "--from", path])
+                .args(&target.flags)
+                .output()
+                .unwrap();
+            let elapsed = started.elapsed();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(elapsed < Duration::from_secs(30), "{backend}: {elapsed:?}");
+            if backend == "etcd" {
+                assert!(!out.status.success(), "{stderr}");
+                assert!(
+                    stderr.contains("moves its revision only by writes")
+                        && stderr.contains("--bump-revision"),
+                    "{stderr}"
+                );
+                assert!(target.objects().is_empty());
+                continue;
+            }
+            assert!(out.status.success(), "{backend}: {stderr}");
+            let server = target.serve().await;
+            let (pizzas, list_rv) = versions(&server).await;
+            assert_eq!(pizzas.len(), 3, "{backend}");
+            assert!(list_rv > revision, "{backend}: {list_rv} <= {revision}");
+            let created = write(&server, 100).await;
+            assert!(created > list_rv, "{backend}: {created} <= {list_rv}");
+            target.stop(server).await;
+        }
+    }
+}
+
+/// A backup file is readable by its owner only (it holds every object), and a backup of a data directory with no
+/// store in it (a mistyped `--data-dir`) fails instead of writing an empty backup, creating nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backup_is_private_and_needs_a_store() {
+    use std::os::unix::fs::PermissionsExt;
+    let etcd = etcd::EtcdServer::start().await;
+    let mut seed = Place::new("sqlite", &etcd).await;
+    let server = seed.serve().await;
+    fill(&server, 2).await;
+    seed.stop(server).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pizzas.backup");
+    // A file left by an earlier backup with a wider mode is narrowed too.
+    std::fs::write(dir.path().join("pizzas.partial"), "old").unwrap();
+    std::fs::set_permissions(
+        dir.path().join("pizzas.partial"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    storage(&["backup", "--to", file.to_str().unwrap()], &seed.flags);
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    assert!(!std::fs::read(&file).unwrap().is_empty());
+
+    let missing = dir.path().join("typo");
+    let out_file = dir.path().join("typo.backup");
+    for (backend, expected) in [
+        ("sqlite", "no SQLite store at"),
+        ("rocksdb", "no database there"),
+        ("memory", "keeps nothing"),
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args(["storage", "backup", "--to", out_file.to_str().unwrap()])
+            .arg(format!("--storage-backend={backend}"))
+            .arg(format!("--data-dir={}", missing.display()))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{backend}: {stderr}");
+        assert!(stderr.contains(expected), "{backend}: {stderr}");
+        assert!(!out_file.exists(), "{backend}");
+        assert!(!missing.exists(), "{backend}");
+    }
+}
+
+/// A restore from what is not a backup (`/dev/zero`: no line end ever) fails at once, after reading 64 KiB (it read
+/// the whole "line": 3.6 GB before it was stopped).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restore_from_garbage_fails_fast() {
+    let etcd = etcd::EtcdServer::start().await;
+    let target = Place::new("sqlite", &etcd).await;
+    let started = Instant::now();
+    let out = std::process::Command::new(BIN)
+        .args(["storage", "restore", "--from", "/dev/zero"])
+        .args(&target.flags)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("line 1: longer than 65536 bytes"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(target.objects().is_empty());
+}
+
 /// Storage-version migration (kube-controller-manager's `storage-version-migrator-controller`, GA and on by default
 /// since 1.37): a server restarted with `--storage-version` reads the objects written in the old version, shows the
 /// new version's hash in discovery, and the migrator's request for each object (recorded in
@@ -663,4 +795,153 @@ async fn the_storage_version_migrator_rewrites_every_object() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// An `EncryptionConfiguration` with one aesgcm provider per key, in order, for pizzas only.
+fn encryption_config(dir: &std::path::Path, name: &str, keys: &[(&str, u8)]) -> String {
+    use base64::Engine;
+    let providers: String = keys
+        .iter()
+        .map(|(key, fill)| {
+            format!(
+                "  - aesgcm:\n      keys:\n      - name: {key}\n        secret: {}\n",
+                base64::engine::general_purpose::STANDARD.encode([*fill; 32])
+            )
+        })
+        .collect();
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: \
+             [pizzas.restaurant.programming-kubernetes.info]\n  providers:\n{providers}"
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+/// Whether `needle` is in any file under `dir`.
+fn in_files(dir: &std::path::Path, needle: &[u8]) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|entry| {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            return in_files(&path, needle);
+        }
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        bytes.windows(needle.len()).any(|w| w == needle)
+    })
+}
+
+/// The stored values of the pizzas in a backup of `flags`' store.
+fn stored_pizzas(flags: &[String]) -> Vec<Vec<u8>> {
+    use base64::Engine;
+    let out = storage(&["backup", "--to", "-"], flags);
+    String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            serde_json::from_str::<Value>(l)
+                .unwrap()
+                .get("object")
+                .cloned()
+        })
+        .filter(|o| o["key"].as_str().unwrap().contains("/pizzas/"))
+        .map(|o| {
+            base64::engine::general_purpose::STANDARD
+                .decode(o["value"].as_str().unwrap())
+                .unwrap()
+        })
+        .collect()
+}
+
+/// `--encryption-provider-config`: the SQLite file holds no plaintext of a pizza written through the server (the
+/// toppings, not named in the file, are there in the clear: the search works), every stored pizza has upstream's
+/// prefix, reads decrypt; after a rotation (new key first, old second) a no-op update of each pizza leaves only the
+/// new key's prefix; a file upstream refuses stops the server at start with upstream's text.
+#[tokio::test(flavor = "multi_thread")]
+async fn encryption_at_rest_and_a_key_rotation() {
+    let etcd = etcd::EtcdServer::start().await;
+    let mut place = Place::new("sqlite", &etcd).await;
+    let keys = tempfile::tempdir().unwrap();
+    let first = encryption_config(keys.path(), "first.yaml", &[("key1", 1)]);
+    let rotated = encryption_config(keys.path(), "rotated.yaml", &[("key2", 2), ("key1", 1)]);
+    let serve = |place: &mut Place, config: &str| {
+        let mut args = place.backend.clone();
+        args.push(format!("--encryption-provider-config={config}"));
+        let dir = place.dir.take().unwrap();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            TestServer::start_in(dir, &args).await
+        }
+    };
+    let server = serve(&mut place, &first).await;
+    server.kubectl_stdin_ok(&["create", "-f", "-"], TOPPINGS);
+    for i in 0..3 {
+        let mut body = pizza(i);
+        body["metadata"]["labels"]["secret"] = json!("PLAINTEXT-MARKER");
+        let (code, _, body) = server
+            .raw("POST", PIZZAS, &[], serde_json::to_vec(&body).unwrap())
+            .await;
+        assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    }
+    let (code, _, body) = server
+        .raw("GET", &format!("{PIZZAS}/p1"), &[], vec![])
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        support::parse(&body)["metadata"]["labels"]["secret"],
+        "PLAINTEXT-MARKER"
+    );
+    place.stop(server).await;
+    let data = place.dir.as_ref().unwrap().path().to_path_buf();
+    assert!(!in_files(&data, b"PLAINTEXT-MARKER"));
+    assert!(in_files(&data, b"mozzarella"));
+    let stored = stored_pizzas(&place.flags);
+    assert_eq!(stored.len(), 3);
+    for value in &stored {
+        assert!(value.starts_with(b"k8s:enc:aesgcm:v1:key1:"));
+    }
+
+    // Rotation: every pizza reads; a no-op update (GET, then PUT of the same object) rewrites it with the new key.
+    let server = serve(&mut place, &rotated).await;
+    for i in 0..3 {
+        let url = format!("{PIZZAS}/p{i}");
+        let (code, _, body) = server.raw("GET", &url, &[], vec![]).await;
+        assert_eq!(code, 200);
+        let (code, _, put) = server.raw("PUT", &url, &[], body).await;
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&put));
+    }
+    place.stop(server).await;
+    for value in stored_pizzas(&place.flags) {
+        assert!(value.starts_with(b"k8s:enc:aesgcm:v1:key2:"));
+    }
+    assert!(!in_files(
+        place.dir.as_ref().unwrap().path(),
+        b"PLAINTEXT-MARKER"
+    ));
+
+    // A key of the wrong length: upstream's error, and the server does not start.
+    let bad = keys.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [\"*.*\"]\n  \
+         providers:\n  - aescbc:\n      keys:\n      - name: k\n        secret: cGFzc3dvcmQ=\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["--secure-port=0", "--bind-address=127.0.0.1"])
+        .args(&place.flags)
+        .arg(format!("--encryption-provider-config={}", bad.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "resources[0].providers[0].aescbc.keys[0].secret: Invalid value: \"REDACTED\": secret is not of \
+             the expected length, got 8, expected one of [16 24 32]"
+        ),
+        "{stderr}"
+    );
 }
