@@ -177,6 +177,9 @@ fn distinct(n: usize) -> Vec<Value> {
         .collect()
 }
 
+/// A write verb: method, path, content type and the body for `n` toppings.
+type Verb = (&'static str, String, &'static str, fn(usize) -> Value);
+
 /// Asserts the CEL rule's refusal of `n` toppings (`n + 1` when a patch adds them to the one a pizza has).
 fn refused_by_size(measured: &Measured, n: usize) {
     assert_eq!(measured.code, 422, "{}", measured.status);
@@ -222,7 +225,7 @@ async fn distinct_map_list_keys_cost_linear_cpu() {
         .await;
     assert_eq!(code, 201, "{body}");
 
-    let verbs: [(&str, String, &str, fn(usize) -> Value); 3] = [
+    let verbs: [Verb; 3] = [
         (
             "POST",
             format!("{PIZZAS}?dryRun=All"),
