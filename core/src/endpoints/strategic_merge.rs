@@ -8,6 +8,9 @@
 //! The patch metadata is read from the OpenAPI v3 schema the server publishes for the version (the schema kubectl
 //! reads to compute its patches), so what a client computes with and what the server applies cannot differ.
 
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+
 use serde_json::{Map, Value};
 
 const DIRECTIVE: &str = "$patch";
@@ -32,6 +35,118 @@ pub enum StrategicMergeError {
 }
 
 type Result<T> = std::result::Result<T, StrategicMergeError>;
+
+/// A JSON value as a hash key, so that list elements are found by key in constant time rather than by a scan
+/// (a list of n elements would otherwise cost n²). Equal values hash alike; lists and maps hash by size only, as
+/// they rarely key a list.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Keyed<'a>(&'a Value);
+
+impl Hash for Keyed<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        std::mem::discriminant(self.0).hash(state);
+        match self.0 {
+            Value::Null => {}
+            Value::Bool(b) => b.hash(state),
+            Value::Number(n) => n.hash(state),
+            Value::String(s) => s.hash(state),
+            Value::Array(items) => items.len().hash(state),
+            Value::Object(map) => map.len().hash(state),
+        }
+    }
+}
+
+/// The index of the first element of `list` with each merge key value (each value, for primitives): what
+/// [`position`] finds by a scan, found by a hash lookup.
+struct Positions<'a>(HashMap<Option<Keyed<'a>>, usize>);
+
+impl<'a> Positions<'a> {
+    fn new(list: &'a [Value], merge_key: &str, kind: ElementKind) -> Self {
+        let mut map = HashMap::with_capacity(list.len());
+        for (i, v) in list.iter().enumerate() {
+            let key = match kind {
+                ElementKind::Object => v.get(merge_key),
+                ElementKind::Primitive => Some(v),
+            };
+            map.entry(key.map(Keyed)).or_insert(i);
+        }
+        Positions(map)
+    }
+
+    fn of(&self, item: &Value, merge_key: &str, kind: ElementKind) -> Option<usize> {
+        let key = match kind {
+            ElementKind::Object => item.get(merge_key),
+            ElementKind::Primitive => Some(item),
+        };
+        self.0.get(&key.map(Keyed)).copied()
+    }
+}
+
+/// A JSON value owned as a hash key (see [`Keyed`]).
+struct OwnedKey(Value);
+
+impl PartialEq for OwnedKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for OwnedKey {}
+
+impl Hash for OwnedKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        Keyed(&self.0).hash(state);
+    }
+}
+
+/// The elements of a list of maps by merge key value, answering as a scan from the start would: the first element
+/// with the value, or the error of the first element that is not a map, whichever comes first.
+struct ByKey {
+    first: HashMap<OwnedKey, usize>,
+    not_a_map: Option<usize>,
+}
+
+impl ByKey {
+    fn new(list: &[Value], merge_key: &str) -> Self {
+        let mut first = HashMap::with_capacity(list.len());
+        let mut not_a_map = None;
+        for (i, item) in list.iter().enumerate() {
+            match item {
+                Value::Object(map) => {
+                    if let Some(value) = map.get(merge_key) {
+                        first.entry(OwnedKey(value.clone())).or_insert(i);
+                    }
+                }
+                _ => {
+                    not_a_map = Some(i);
+                    break;
+                }
+            }
+        }
+        ByKey { first, not_a_map }
+    }
+
+    /// Records a map with this key value appended at `at`.
+    fn append(&mut self, value: &Value, at: usize) {
+        self.first.entry(OwnedKey(value.clone())).or_insert(at);
+    }
+
+    fn find(&self, value: &Value) -> Result<Option<usize>> {
+        match (
+            self.first.get(&OwnedKey(value.clone())).copied(),
+            self.not_a_map,
+        ) {
+            (Some(i), Some(bad)) if bad < i => Err(not_a_map_at(bad)),
+            (Some(i), _) => Ok(Some(i)),
+            (None, Some(bad)) => Err(not_a_map_at(bad)),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+fn not_a_map_at(i: usize) -> StrategicMergeError {
+    invalid(format!("value for key {i} is not a map"))
+}
 
 fn invalid(message: impl Into<String>) -> StrategicMergeError {
     StrategicMergeError::Invalid(message.into())
@@ -377,7 +492,8 @@ fn apply_retain_keys(
     let Value::Array(retain) = retain else {
         return Err(bad_format_retain_keys());
     };
-    let retained = |key: &str| retain.iter().any(|r| r.as_str() == Some(key));
+    let retain: HashSet<&str> = retain.iter().filter_map(Value::as_str).collect();
+    let retained = |key: &str| retain.contains(key);
     for (key, value) in patch.iter() {
         if value.is_null()
             || key.starts_with(DELETE_FROM_PRIMITIVE_LIST)
@@ -567,17 +683,20 @@ fn merge_list(
     let (original, patch, merged) = match kind {
         ElementKind::Primitive => {
             if delete_list {
+                let deleted: HashSet<Keyed> = patch.iter().map(Keyed).collect();
                 return Ok(original
-                    .into_iter()
-                    .filter(|v| !patch.contains(v))
+                    .iter()
+                    .filter(|v| !deleted.contains(&Keyed(v)))
+                    .cloned()
                     .collect());
             }
-            let mut merged: Vec<Value> = Vec::with_capacity(original.len() + patch.len());
-            for item in original.iter().chain(patch.iter()) {
-                if !merged.contains(item) {
-                    merged.push(item.clone());
-                }
-            }
+            let mut seen = HashSet::with_capacity(original.len() + patch.len());
+            let merged: Vec<Value> = original
+                .iter()
+                .chain(patch.iter())
+                .filter(|item| seen.insert(Keyed(item)))
+                .cloned()
+                .collect();
             (original, patch, merged)
         }
         ElementKind::Object => {
@@ -605,6 +724,7 @@ fn apply_list_directives(
 ) -> Result<(Vec<Value>, Vec<Value>)> {
     let mut plain = Vec::with_capacity(patch.len());
     let mut replace = false;
+    let mut deleted: HashSet<OwnedKey> = HashSet::new();
     for item in patch {
         let Value::Object(map) = &item else {
             return Err(bad_arg_type(GO_MAP, &item));
@@ -618,16 +738,12 @@ fn apply_list_directives(
                 let value = map
                     .get(merge_key)
                     .ok_or_else(|| no_merge_key(map, merge_key))?;
-                let mut kept = Vec::with_capacity(original.len());
-                for (i, o) in original.into_iter().enumerate() {
-                    let Value::Object(om) = &o else {
-                        return Err(invalid(format!("value for key {i} is not a map")));
-                    };
-                    if om.get(merge_key) != Some(value) {
-                        kept.push(o);
-                    }
+                if deleted.is_empty()
+                    && let Some(i) = original.iter().position(|o| !o.is_object())
+                {
+                    return Err(not_a_map_at(i));
                 }
-                original = kept;
+                deleted.insert(OwnedKey(value.clone()));
             }
             Some(REPLACE) => replace = true,
             Some(MERGE) => {
@@ -638,23 +754,17 @@ fn apply_list_directives(
             _ => return Err(bad_patch_type(directive, map)),
         }
     }
+    if !deleted.is_empty() {
+        original.retain(|o| {
+            o.get(merge_key)
+                .is_none_or(|value| !deleted.contains(&OwnedKey(value.clone())))
+        });
+    }
     if replace {
         Ok((plain, Vec::new()))
     } else {
         Ok((original, plain))
     }
-}
-
-fn find_by_key(list: &[Value], merge_key: &str, value: &Value) -> Result<Option<usize>> {
-    for (i, item) in list.iter().enumerate() {
-        let Value::Object(map) = item else {
-            return Err(invalid(format!("value for key {i} is not a map")));
-        };
-        if map.get(merge_key) == Some(value) {
-            return Ok(Some(i));
-        }
-    }
-    Ok(None)
 }
 
 /// Each patch element merges into the original's element with its key, or is appended.
@@ -664,6 +774,8 @@ fn merge_by_key(
     merge_key: &str,
     schema: PatchSchema<'_>,
 ) -> Result<Vec<Value>> {
+    // Where each key is, kept up to date as patch elements are appended (as the scan saw them).
+    let mut index = ByKey::new(&original, merge_key);
     for item in patch {
         let Value::Object(map) = item else {
             return Err(bad_arg_type(GO_MAP, item));
@@ -671,14 +783,17 @@ fn merge_by_key(
         let value = map
             .get(merge_key)
             .ok_or_else(|| no_merge_key(map, merge_key))?;
-        match find_by_key(&original, merge_key, value)? {
+        match index.find(value)? {
             Some(i) => {
                 let Value::Object(o) = std::mem::take(&mut original[i]) else {
-                    unreachable!("find_by_key checked the element is a map")
+                    unreachable!("ByKey found a map")
                 };
                 original[i] = Value::Object(merge_map(o, map.clone(), schema)?);
             }
-            None => original.push(item.clone()),
+            None => {
+                index.append(value, original.len());
+                original.push(item.clone());
+            }
         }
     }
     Ok(original)
@@ -692,17 +807,24 @@ fn partition(
 ) -> Result<(Vec<Value>, Vec<Value>)> {
     let mut named = Vec::with_capacity(merged.len());
     let mut others = Vec::with_capacity(merged.len());
+    let values: HashSet<Keyed> = if merge_key.is_empty() {
+        by.iter().map(Keyed).collect()
+    } else {
+        HashSet::new()
+    };
+    let index = (!merge_key.is_empty()).then(|| ByKey::new(by, merge_key));
     for item in merged {
-        let present = if merge_key.is_empty() {
-            by.contains(&item)
-        } else {
-            let Value::Object(map) = &item else {
-                return Err(bad_arg_type(GO_MAP, &item));
-            };
-            let value = map
-                .get(merge_key)
-                .ok_or_else(|| no_merge_key(map, merge_key))?;
-            find_by_key(by, merge_key, value)?.is_some()
+        let present = match &index {
+            None => values.contains(&Keyed(&item)),
+            Some(index) => {
+                let Value::Object(map) = &item else {
+                    return Err(bad_arg_type(GO_MAP, &item));
+                };
+                let value = map
+                    .get(merge_key)
+                    .ok_or_else(|| no_merge_key(map, merge_key))?;
+                index.find(value)?.is_some()
+            }
         };
         if present {
             named.push(item);
@@ -711,16 +833,6 @@ fn partition(
         }
     }
     Ok((named, others))
-}
-
-fn position(list: &[Value], item: &Value, merge_key: &str, kind: ElementKind) -> Option<usize> {
-    match kind {
-        ElementKind::Object => {
-            let key = item.get(merge_key);
-            list.iter().position(|v| v.get(merge_key) == key)
-        }
-        ElementKind::Primitive => list.iter().position(|v| v == item),
-    }
 }
 
 /// The patch's elements in the patch's order, the server's in the server's, interleaved where the server's order
@@ -735,6 +847,8 @@ fn normalize_order(
 ) -> Result<Vec<Value>> {
     let right = sort_by_order(patch_items, patch_order, merge_key, kind)?;
     let left = sort_by_order(server_only, server_order, merge_key, kind)?;
+    let server_positions = Positions::new(server_order, merge_key, kind);
+    let position = |item: &Value| server_positions.of(item, merge_key, kind);
     let mut out = Vec::with_capacity(left.len() + right.len());
     let mut left = left.into_iter().peekable();
     let mut right = right.into_iter().peekable();
@@ -744,8 +858,7 @@ fn normalize_order(
             (Some(_), None) => out.extend(left.next()),
             (None, Some(_)) => out.extend(right.next()),
             (Some(l), Some(r)) => {
-                let li = position(server_order, l, merge_key, kind);
-                let ri = position(server_order, r, merge_key, kind);
+                let (li, ri) = (position(l), position(r));
                 if matches!((li, ri), (Some(li), Some(ri)) if li < ri) {
                     out.extend(left.next());
                 } else {
@@ -782,7 +895,8 @@ fn sort_by_order(
     } else {
         items
     };
-    items.sort_by_key(|i| position(order, i, merge_key, kind).unwrap_or(usize::MAX));
+    let positions = Positions::new(order, merge_key, kind);
+    items.sort_by_cached_key(|i| positions.of(i, merge_key, kind).unwrap_or(usize::MAX));
     items.extend(deleted);
     Ok(items)
 }

@@ -3,7 +3,7 @@
 //! object, and the removal of fields. Each follows upstream's walker (`typed/*.go`) case for case, since the
 //! resulting field sets are what `managedFields` shows.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use serde_json::{Map, Value};
@@ -138,7 +138,7 @@ fn validate_at(
             if kind == ListKind::Atomic {
                 return;
             }
-            let mut seen = Vec::new();
+            let mut seen = BTreeSet::new();
             for (i, item) in as_items(Some(value)).iter().enumerate() {
                 let element = match item_element(items, &kind, item) {
                     Ok(element) => element,
@@ -153,7 +153,9 @@ fn validate_at(
                 path.push(element.clone());
                 validate_at(item, items, dups, path, errors);
                 path.pop();
-                seen.push(element);
+                if !dups {
+                    seen.insert(element);
+                }
             }
         }
         Atom::Map {
@@ -200,16 +202,14 @@ fn field_set_at(value: &Value, ty: TypeRef<'_>, path: &mut Path, set: &mut Set) 
                 .iter()
                 .map(|item| item_element(items, &kind, item).ok())
                 .collect();
-            let mut duplicates = Vec::new();
-            for (i, element) in elements.iter().enumerate() {
-                if let Some(element) = element
-                    && elements[..i].iter().any(|e| e.as_ref() == Some(element))
-                    && !duplicates.contains(element)
-                {
+            // Indexed by element, so that a long list costs n log n, not n².
+            let mut seen = BTreeSet::new();
+            let mut duplicates = BTreeSet::new();
+            for element in elements.iter().flatten() {
+                if !seen.insert(element) && duplicates.insert(element.clone()) {
                     path.push(element.clone());
                     set.insert(path);
                     path.pop();
-                    duplicates.push(element.clone());
                 }
             }
             for (item, element) in list.iter().zip(elements) {
@@ -371,6 +371,7 @@ impl Compare {
         path: &mut Path,
     ) {
         let mut order: Vec<PathElement> = Vec::new();
+        let mut positions: BTreeMap<PathElement, usize> = BTreeMap::new();
         let mut left: HashMap<usize, Vec<&Value>> = HashMap::new();
         let mut right: HashMap<usize, Vec<&Value>> = HashMap::new();
         for (side, values) in [(0, as_items(lhs)), (1, as_items(rhs))] {
@@ -382,9 +383,10 @@ impl Compare {
                         continue;
                     }
                 };
-                let index = match order.iter().position(|e| *e == element) {
-                    Some(index) => index,
+                let index = match positions.get(&element) {
+                    Some(&index) => index,
                     None => {
+                        positions.insert(element.clone(), order.len());
                         order.push(element);
                         order.len() - 1
                     }
@@ -515,6 +517,9 @@ fn merge_at(
     }
 }
 
+/// The items of a list by path element.
+type Observed<'v> = BTreeMap<PathElement, Option<&'v Value>>;
+
 /// Items and their path elements; duplicates (allowed on the left only) map to `null` as upstream.
 fn index_items<'v>(
     items: TypeRef<'_>,
@@ -523,9 +528,9 @@ fn index_items<'v>(
     allow_duplicates: bool,
     path: &Path,
     errors: &mut ValidationErrors,
-) -> (Vec<PathElement>, Vec<(PathElement, Option<&'v Value>)>) {
+) -> (Vec<PathElement>, Observed<'v>) {
     let mut elements = Vec::new();
-    let mut observed: Vec<(PathElement, Option<&Value>)> = Vec::new();
+    let mut observed = Observed::new();
     for (i, item) in list.iter().enumerate() {
         let element = match item_element(items, kind, item) {
             Ok(element) => element,
@@ -534,24 +539,23 @@ fn index_items<'v>(
                 continue;
             }
         };
-        match observed.iter_mut().find(|(e, _)| *e == element) {
+        match observed.get_mut(&element) {
             Some(_) if !allow_duplicates => {
                 errors.push(path, format!("duplicate entries for key {element}"));
                 continue;
             }
-            Some(slot) => slot.1 = None,
-            None => observed.push((element.clone(), Some(item))),
+            Some(slot) => *slot = None,
+            None => {
+                observed.insert(element.clone(), Some(item));
+            }
         }
         elements.push(element);
     }
     (elements, observed)
 }
 
-fn lookup<'v>(
-    observed: &[(PathElement, Option<&'v Value>)],
-    element: &PathElement,
-) -> Option<Option<&'v Value>> {
-    observed.iter().find(|(e, _)| e == element).map(|(_, v)| *v)
+fn lookup<'v>(observed: &Observed<'v>, element: &PathElement) -> Option<Option<&'v Value>> {
+    observed.get(element).copied()
 }
 
 const NULL: Value = Value::Null;
@@ -579,7 +583,7 @@ fn merge_list(
         .filter(|e| lookup(&left_seen, e).is_some())
         .collect();
     let mut next_shared = shared.pop_front();
-    let mut merged_right: Vec<PathElement> = Vec::new();
+    let mut merged_right: BTreeSet<PathElement> = BTreeSet::new();
     let mut out = Vec::new();
     let mut merge_item = |element: &PathElement,
                           l: Option<&Value>,
@@ -598,7 +602,7 @@ fn merge_list(
         if li < left.len() && ri < right.len() {
             let element = &left[li];
             if *element == right[ri] {
-                merged_right.push(element.clone());
+                merged_right.insert(element.clone());
                 merge_item(
                     element,
                     left_value(element),
@@ -628,7 +632,7 @@ fn merge_list(
         }
         if ri < right.len() {
             let element = &right[ri];
-            merged_right.push(element.clone());
+            merged_right.insert(element.clone());
             merge_item(
                 element,
                 left_value(element),

@@ -1,7 +1,8 @@
 //! The request timeout (upstream's `WithTimeoutForNonLongRunningRequests`, `--request-timeout`): a request that is
 //! not long-running gets a 504 `Timeout` `Status` when its handler has not answered in time, so that a client
-//! that never finishes sending its body (or a stuck backend) cannot hold a request open forever. Watches and
-//! other long-running requests are exempt: they end on their own `timeoutSeconds`.
+//! that never finishes sending its body (or a stuck backend, or a body whose decoding, patching or validation
+//! takes long) cannot hold a request open forever. Watches and other long-running requests are exempt: they end on
+//! their own `timeoutSeconds`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,8 +19,10 @@ use crate::server::status::status_response;
 /// Upstream's default `--request-timeout`.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Upstream's message (pkg/server/filters/timeout.go), behind `NewTimeoutError`'s `Timeout: ` prefix.
-pub const TIMEOUT_MESSAGE: &str = "Timeout: request did not complete within the allotted timeout";
+/// Upstream's message (the request's context deadline as `pkg/endpoints/handlers/finisher` reports it, behind
+/// `NewTimeoutError`'s `Timeout: ` prefix).
+pub const TIMEOUT_MESSAGE: &str =
+    "Timeout: request did not complete within requested timeout - context deadline exceeded";
 
 /// Verbs and subresources that may run as long as they like (upstream's `BasicLongRunningRequestCheck` as
 /// kube-apiserver configures it).
@@ -33,8 +36,10 @@ pub fn is_long_running(info: &RequestInfo) -> bool {
             && LONG_RUNNING_SUBRESOURCES.contains(&info.subresource.as_str()))
 }
 
-/// Runs the rest of the chain with `timeout`, answering 504 when it runs out. The handler is dropped at that
-/// point (upstream lets it run on in the background; here nothing is left running).
+/// Runs the rest of the chain with `timeout`, answering 504 when it runs out. The chain runs as a task of its own,
+/// so that the 504 goes out on time even while the handler holds its thread in CPU-bound work (decoding a large
+/// body with `block_in_place`); the task is aborted then, and so stops at its next await point (upstream lets the
+/// handler run on in the background).
 pub async fn with_timeout(
     State(timeout): State<Duration>,
     request: Request,
@@ -52,8 +57,19 @@ pub async fn with_timeout(
     let info = metrics
         .as_ref()
         .and_then(|_| request.extensions().get::<RequestInfo>().cloned());
-    match tokio::time::timeout(timeout, next.run(request)).await {
-        Ok(response) => response,
+    let mut handler = AbortOnDrop(tokio::spawn(tracing::Instrument::in_current_span(
+        next.run(request),
+    )));
+    match tokio::time::timeout(timeout, &mut handler.0).await {
+        Ok(Ok(response)) => response,
+        Ok(Err(e)) => match e.try_into_panic() {
+            // The panic filter around this one answers it.
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(e) => {
+                let status = Status::failure(500, reason::INTERNAL_ERROR, e.to_string());
+                status_response(&status)
+            }
+        },
         Err(_) => {
             if let (Some(metrics), Some(info)) = (metrics, info) {
                 super::terminated(&metrics, &info, 504);
@@ -62,6 +78,16 @@ pub async fn with_timeout(
             status.details = Some(StatusDetails::default());
             status_response(&status)
         }
+    }
+}
+
+/// A task aborted when its handle is dropped: a request whose client went away or that timed out leaves
+/// nothing running.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -125,8 +151,40 @@ mod tests {
         assert_eq!(status["code"], 504);
         assert_eq!(
             status["message"],
-            "Timeout: request did not complete within the allotted timeout"
+            "Timeout: request did not complete within requested timeout - context deadline exceeded"
         );
+    }
+
+    /// A handler that holds its thread (CPU-bound work in `block_in_place`) still gets its 504 on time, and what
+    /// it would do after that work never happens.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cpu_bound_handlers_get_504_on_time_and_stop() {
+        let after = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reached = after.clone();
+        let app = Router::new()
+            .route(
+                "/busy",
+                get(move || async move {
+                    tokio::task::block_in_place(|| std::thread::sleep(Duration::from_millis(500)));
+                    tokio::task::yield_now().await;
+                    reached.store(true, std::sync::atomic::Ordering::SeqCst);
+                    "done"
+                }),
+            )
+            .layer(from_fn_with_state(Duration::from_millis(50), with_timeout));
+        let start = std::time::Instant::now();
+        let response = app
+            .oneshot(Request::get("/busy").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 504);
+        assert!(
+            start.elapsed() < Duration::from_millis(400),
+            "{:?}",
+            start.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(!after.load(std::sync::atomic::Ordering::SeqCst));
     }
 
     #[tokio::test]
