@@ -37,6 +37,8 @@ pub struct BackendOptions {
 
 impl BackendSet for BackendOptions {
     /// SQLite (the default) first, then RocksDB and etcd.
+    // One push per backend built, each a cfg of its own.
+    #[allow(clippy::vec_init_then_push)]
     fn backends(self) -> Vec<Box<dyn StorageBackend>> {
         #[allow(unused_mut)]
         let mut backends: Vec<Box<dyn StorageBackend>> = Vec::new();

@@ -19,8 +19,8 @@ use futures::StreamExt;
 pub use config::{EncryptionConfig, Transformers};
 
 use super::{
-    GetOptions, ListOptions, ListResult, Preconditions, Predicate, Stats, Storage, StorageError,
-    StoredObject, TryUpdate, ValidateDeletion, WatchEvent, WatchOptions, WatchStream,
+    GetOptions, ListOptions, ListResult, NewValue, Preconditions, Predicate, Stats, Storage,
+    StorageError, StoredObject, TryUpdate, ValidateDeletion, WatchEvent, WatchOptions, WatchStream,
     encode_continue, plan_list,
 };
 
@@ -100,10 +100,15 @@ struct Sealing<'a> {
 
 #[async_trait]
 impl TryUpdate for Sealing<'_> {
-    async fn try_update(&mut self, current: Option<StoredObject>) -> Result<Bytes, StorageError> {
+    async fn try_update(
+        &mut self,
+        current: Option<StoredObject>,
+    ) -> Result<NewValue, StorageError> {
         let Some(raw) = current else {
-            let new = self.inner.try_update(None).await?;
-            return self.store.seal(self.key, &new);
+            return match self.inner.try_update(None).await? {
+                NewValue::Write(new) => Ok(NewValue::Write(self.store.seal(self.key, &new)?)),
+                NewValue::Keep => Ok(NewValue::Keep),
+            };
         };
         let (value, stale) = self.store.open(self.key, &raw.value)?;
         let opened = StoredObject {
@@ -113,12 +118,15 @@ impl TryUpdate for Sealing<'_> {
         if let Some(p) = self.preconditions {
             p.check(&opened)?;
         }
-        let new = self.inner.try_update(Some(opened)).await?;
+        let new = match self.inner.try_update(Some(opened)).await? {
+            NewValue::Write(new) => new,
+            NewValue::Keep => return Ok(NewValue::Keep),
+        };
         if !stale && new == value {
             // Unchanged and sealed with the first key: the stored bytes, so that nothing is written.
-            return Ok(raw.value);
+            return Ok(NewValue::Write(raw.value));
         }
-        self.store.seal(self.key, &new)
+        Ok(NewValue::Write(self.store.seal(self.key, &new)?))
     }
 }
 

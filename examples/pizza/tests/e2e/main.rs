@@ -6,6 +6,7 @@
 //! - `postgres_faults.rs` stops the Postgres every test of its binary shares;
 //! - `etcd_faults.rs` runs three etcd processes and their elections, a heavy neighbour for other tests;
 //! - `leader_election.rs` times takeovers against bounds of about a second, which a busy neighbour would stretch.
+//! - `bounded_work.rs` measures a server process's CPU per request size, with requests of a minute of CPU before.
 
 // Shared by the modules; one instance each, so the tests of this binary share one Postgres (each test makes its
 // own database).
