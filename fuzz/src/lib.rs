@@ -13,13 +13,17 @@
 
 #![deny(missing_docs)]
 
+// The pizza sample's own files, formatted by its `src/rustfmt.toml` (not by this crate's run of rustfmt).
 #[allow(missing_docs)]
+#[rustfmt::skip]
 #[path = "../../examples/pizza/src/restaurant.rs"]
 pub mod restaurant;
 #[allow(missing_docs)]
+#[rustfmt::skip]
 #[path = "../../examples/pizza/src/v1alpha1.rs"]
 pub mod v1alpha1;
 #[allow(missing_docs)]
+#[rustfmt::skip]
 #[path = "../../examples/pizza/src/v1beta1.rs"]
 pub mod v1beta1;
 

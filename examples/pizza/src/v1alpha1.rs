@@ -5,11 +5,7 @@ use apiserver::meta::ObjectMeta;
 use crate::restaurant;
 
 /// A pizza.
-#[apiserver::served(
-    hub = "restaurant::Pizza",
-    version = "v1alpha1",
-    default = "default_pizza"
-)]
+#[apiserver::served(hub = "restaurant::Pizza", version = "v1alpha1", default = "default_pizza")]
 pub struct Pizza {
     pub metadata: ObjectMeta,
     pub spec: PizzaSpec,
@@ -22,11 +18,7 @@ pub struct PizzaSpec {
     /// The names of the toppings; a name given twice means two portions.
     // Atomic: a strategic merge patch replaces the list whole and server-side apply owns it whole. Merging it as
     // a set would fold duplicates, which here are portions.
-    #[versioned(
-        to_hub = "fold_toppings",
-        from_hub = "unfold_toppings",
-        list_type = "atomic"
-    )]
+    #[versioned(to_hub = "fold_toppings", from_hub = "unfold_toppings", list_type = "atomic")]
     pub toppings: Vec<String>,
 }
 
@@ -47,9 +39,7 @@ pub struct ToppingSpec {
 /// An empty pizza is a salami pizza with mozzarella and tomato.
 fn default_pizza(pizza: &mut Pizza) {
     if pizza.spec.toppings.is_empty() {
-        pizza.spec.toppings = ["salami", "mozzarella", "tomato"]
-            .map(String::from)
-            .to_vec();
+        pizza.spec.toppings = ["salami", "mozzarella", "tomato"].map(String::from).to_vec();
     }
 }
 
@@ -63,10 +53,7 @@ fn fold_toppings(names: &[String]) -> Vec<restaurant::PizzaTopping> {
             Some(&i) => toppings[i].quantity = toppings[i].quantity.saturating_add(1),
             None => {
                 index.insert(name, toppings.len());
-                toppings.push(restaurant::PizzaTopping {
-                    name: name.clone(),
-                    quantity: 1,
-                });
+                toppings.push(restaurant::PizzaTopping { name: name.clone(), quantity: 1 });
             }
         }
     }
@@ -75,8 +62,5 @@ fn fold_toppings(names: &[String]) -> Vec<restaurant::PizzaTopping> {
 
 /// Each topping's name, once per portion.
 fn unfold_toppings(toppings: &[restaurant::PizzaTopping]) -> Vec<String> {
-    toppings
-        .iter()
-        .flat_map(|t| std::iter::repeat_n(t.name.clone(), t.quantity.max(0) as usize))
-        .collect()
+    toppings.iter().flat_map(|t| std::iter::repeat_n(t.name.clone(), t.quantity.max(0) as usize)).collect()
 }

@@ -5,11 +5,7 @@ use apiserver::meta::ObjectMeta;
 use crate::restaurant;
 
 /// A pizza.
-#[apiserver::served(
-    hub = "restaurant::Pizza",
-    version = "v1beta1",
-    default = "default_pizza"
-)]
+#[apiserver::served(hub = "restaurant::Pizza", version = "v1beta1", default = "default_pizza")]
 pub struct Pizza {
     pub metadata: ObjectMeta,
     pub spec: PizzaSpec,
@@ -71,10 +67,7 @@ pub struct ToppingSpec {
 fn default_pizza(pizza: &mut Pizza) {
     if pizza.spec.toppings.is_empty() {
         pizza.spec.toppings = ["salami", "mozzarella", "tomato"]
-            .map(|name| PizzaTopping {
-                name: name.to_string(),
-                quantity: Some(1),
-            })
+            .map(|name| PizzaTopping { name: name.to_string(), quantity: Some(1) })
             .to_vec();
     }
     for topping in &mut pizza.spec.toppings {
@@ -96,11 +89,7 @@ fn default_pizza(pizza: &mut Pizza) {
     kind = "Oven",
     namespaced,
     status,
-    scale(
-        spec_replicas = ".spec.replicas",
-        status_replicas = ".status.replicas",
-        label_selector = ".status.selector"
-    ),
+    scale(spec_replicas = ".spec.replicas", status_replicas = ".status.replicas", label_selector = ".status.selector"),
     printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas"),
     printcolumn(name = "Burning", type_ = "integer", json_path = ".status.replicas"),
     versions(Self),
