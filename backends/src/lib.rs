@@ -1,5 +1,5 @@
 //! Every storage backend of the framework behind one set of flags: a server takes [`BackendOptions`] as its
-//! backends' part of the command line and hands it to [`App::backend`](apiserver::app::App::backend). Each backend
+//! backends' part of the command line and hands it to `apiserver::app::App::backend`. Each backend
 //! is a cargo feature (`sqlite`, the default; `postgres`, `rocksdb`, `etcd`; `all`): a backend built out has no
 //! flags, and `--storage-backend` naming it is refused by naming its feature. Memory is always there.
 //!
