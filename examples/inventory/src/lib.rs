@@ -12,7 +12,7 @@ use apiserver::async_trait;
 use apiserver::registry::{ApiError, DefaultStrategy};
 use apiserver_storage_sql::SqlStorageOptions;
 
-use crate::types::{Item, Warehouse};
+pub use crate::types::{Item, Warehouse};
 
 /// The framework's flags and SQLite's (memory is always there).
 pub type Options = apiserver::app::Options<SqlStorageOptions>;

@@ -1,8 +1,7 @@
 //! The inventory server in-process on SQLite, driven by kubectl; and the round trip of both versions.
 
 use apiserver::testing::TestServer;
-use inventory_apiserver::start;
-use inventory_apiserver::types::{Item, Warehouse};
+use inventory_apiserver::{Item, Warehouse, start};
 
 apiserver::round_trip_test!(items_round_trip, Item::codec());
 apiserver::round_trip_test!(warehouses_round_trip, Warehouse::codec());
