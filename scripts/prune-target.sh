@@ -16,6 +16,9 @@ prune_deps() {
     | sort -k1,1 -k2,2nr \
     | awk 'seen[$1]++ { print $3 }' \
     | xargs -r rm -f --
+  # An executable whose test target is gone (files merged into one binary, a test renamed) has no newer one to
+  # replace it: any executable untouched for a week goes (cargo relinks one it still needs).
+  find . -maxdepth 1 -type f -perm -u+x ! -name '*.*' -mtime +7 -delete
   # The workspace's own libraries get new hashes whenever the checkout moves (a fresh clone elsewhere) or the source
   # changes: of those, too, only the newest two of each kind stay (a crate may be built with and without its
   # `testing` feature).
